@@ -1,0 +1,65 @@
+"""Text to search terms: the lexical half of recall.
+
+Both stores index and query the same terms, so keyword search behaves the same on SQLite and
+PostgreSQL whatever their own tokenisers would have done:
+
+- words are cut at script boundaries, so "CH-294의" gives "ch", "294" and the Hangul apart;
+- identifiers (letters, an optional separator, digits: MT-4471, K-2, PMP-203) also give a joined
+  term ("mt4471"), so they are found whole as well as by their parts, and "MT4471" finds "MT-4471";
+- Latin and Cyrillic words are stemmed (Snowball English / Russian): "failed" finds "failing";
+- Hangul and CJK runs become overlapping character bigrams, because Korean attaches particles to
+  words ("회의에서") and Chinese and Japanese write no spaces.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import Stemmer
+
+_TOKEN = re.compile(
+    r"(?P<digits>\d+)"
+    r"|(?P<latin>[a-zA-Z\u00c0-\u024f]+)"
+    r"|(?P<cyrillic>[\u0400-\u04ff]+)"
+    r"|(?P<bigram>[\u1100-\u11ff\u3130-\u318f\uac00-\ud7a3\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]+)"
+    r"|(?P<other>[^\W\d_]+)"
+)
+_IDENTIFIER = re.compile(r"(?<![A-Za-z0-9])([A-Za-z]{1,10})[-_./]?(\d{1,12})(?:[-_./](\w+))?")
+
+_english = Stemmer.Stemmer("english")
+_russian = Stemmer.Stemmer("russian")
+
+
+@lru_cache(maxsize=200_000)
+def _stem(word: str, script: str) -> str:
+    stemmer = _english if script == "latin" else _russian
+    return stemmer.stemWord(word)
+
+
+def _bigrams(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def terms(text: str) -> list[str]:
+    """All search terms of a text, in order, with repeats (BM25 counts them)."""
+    out: list[str] = []
+    for match in _TOKEN.finditer(text):
+        script = match.lastgroup
+        token = match.group().lower()
+        if script in ("latin", "cyrillic"):
+            out.append(_stem(token, script))
+        elif script == "bigram":
+            out.extend(_bigrams(token))
+        else:
+            out.append(token)
+    for match in _IDENTIFIER.finditer(text):
+        out.append("".join(part for part in match.groups() if part).lower())
+    return out
+
+
+def query_terms(text: str, limit: int = 48) -> list[str]:
+    """The distinct terms of a query, first occurrence first, at most `limit` of them."""
+    return list(dict.fromkeys(terms(text)))[:limit]

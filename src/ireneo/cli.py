@@ -1,0 +1,186 @@
+"""The command line: each verb parses its arguments, calls the Python API, and prints.
+
+Every verb takes --home and --json; with --json, stdout holds one JSON document and nothing else.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+
+from ireneo.errors import IreneoError
+from ireneo.memory import Memory, default_home
+from ireneo.model import Turn, format_ts
+from ireneo.render import render_hits, render_sessions, render_status, render_turns
+
+
+def memory_options(command):
+    """--home and --json for a verb; the verb receives an open `memory` and `as_json`."""
+
+    @click.option("--home", type=click.Path(file_okay=False, path_type=Path), default=None,
+                  help="Memory directory [env IRENEO_HOME, default ~/.local/share/ireneo].")
+    @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+    @click.option("--model", default=None, help="Embedding model: a packaged name or a local model directory.")
+    @functools.wraps(command)
+    def wrapper(home: Path | None, as_json: bool, model: str | None, **kwargs):
+        try:
+            with Memory(home or default_home(), model=model) as memory:
+                return command(memory=memory, as_json=as_json, **kwargs)
+        except (IreneoError, FileNotFoundError, ValueError) as exc:
+            raise click.ClickException(str(exc)) from exc
+
+    return wrapper
+
+
+def emit(as_json: bool, document: dict, text: str) -> None:
+    if as_json:
+        click.echo(json.dumps(document, ensure_ascii=False, indent=2))
+    elif text:
+        click.echo(text)
+
+
+@contextmanager
+def progress_bar(label: str, enabled: bool):
+    """A rich progress bar on a terminal; nothing when output is piped or --json is asked."""
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    with Progress(f"[bold]{label}", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  transient=True) as bar:
+        task = bar.add_task(label, total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+@click.group()
+@click.version_option(package_name="ireneo")
+def main() -> None:
+    """ireneo: verbatim, searchable recall of earlier conversations."""
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@memory_options
+def index(memory: Memory, as_json: bool, paths: tuple[Path, ...]) -> None:
+    """Index .funes.jsonl files, or directories of them. Unchanged files cost nothing."""
+    with progress_bar("embedding", not as_json) as progress:
+        report = memory.index(paths, progress=progress)
+    emit(as_json, report.to_dict(), _index_summary(report))
+    for error in report.refused:
+        if not as_json:
+            click.echo(f"refused {error}", err=True)
+    if report.refused:
+        sys.exit(1)
+
+
+def _index_summary(report) -> str:
+    t = report.turns
+    return (
+        f"{report.files_indexed} files indexed, {report.files_unchanged} unchanged, "
+        f"{len(report.refused)} refused; turns: {t.added} added, {t.replaced} replaced, "
+        f"{t.unchanged} unchanged; {report.embedded} passages embedded"
+    )
+
+
+@main.command()
+@click.argument("query", nargs=-1, required=True)
+@click.option("-k", "k", type=click.IntRange(1, 1000), default=8, show_default=True, help="How many hits.")
+@click.option("--since", help="Only turns on or after this date (YYYY-MM-DD) or time.")
+@click.option("--until", help="Only turns on or before this date or time.")
+@click.option("--role", help="Only turns of this role (user, assistant, …).")
+@click.option("--session", "session_id", help="Only this conversation.")
+@memory_options
+def recall(memory: Memory, as_json: bool, query: tuple[str, ...], k: int, since, until, role, session_id) -> None:
+    """Ranked, dated passages for QUERY. Put -- before a query that starts with -."""
+    text = " ".join(query)
+    hits = memory.recall(text, k=k, since=since, until=until, role=role, session_id=session_id)
+    document = {"query": text, "hits": [hit.to_dict() for hit in hits]}
+    emit(as_json, document, render_hits(hits) if hits else f"No passages found for {text!r}.")
+
+
+@main.command()
+@click.argument("session")
+@click.option("--from", "from_seq", type=int, help="First turn (seq).")
+@click.option("--to", "to_seq", type=int, help="Last turn (seq).")
+@memory_options
+def get(memory: Memory, as_json: bool, session: str, from_seq: int | None, to_seq: int | None) -> None:
+    """Read a conversation as it was written."""
+    turns = memory.get(session, from_seq, to_seq)
+    emit(as_json, {"session_id": session, "turns": [_turn_dict(t) for t in turns]}, render_turns(turns))
+
+
+@main.command()
+@click.argument("session")
+@click.argument("needle")
+@memory_options
+def scan(memory: Memory, as_json: bool, session: str, needle: str) -> None:
+    """Find an exact string inside one conversation."""
+    turns = memory.scan(session, needle)
+    lines = [
+        f"[{t.seq}] {t.ts:%Y-%m-%d %H:%M} {t.role}: {line.strip()}"
+        for t in turns for line in t.text.splitlines() if needle in line
+    ]
+    document = {"session_id": session, "needle": needle, "matches": [_turn_dict(t) for t in turns]}
+    emit(as_json, document, "\n".join(lines) if lines else f"{needle!r} does not occur in {session}.")
+
+
+@main.command()
+@click.option("--since", help="Only conversations with turns on or after this date.")
+@click.option("--until", help="Only conversations with turns on or before this date.")
+@memory_options
+def sessions(memory: Memory, as_json: bool, since, until) -> None:
+    """List conversations, with dates and first words."""
+    found = memory.sessions(since, until)
+    emit(as_json, {"sessions": [s.to_dict() for s in found]}, render_sessions(found) or "No conversations.")
+
+
+@main.command()
+@memory_options
+def status(memory: Memory, as_json: bool) -> None:
+    """Counts, model, disk size, last indexed."""
+    s = memory.status()
+    document = {
+        "home": str(memory.home), "conversations": s.sessions, "turns": s.turns, "passages": s.passages,
+        "embedded": s.embedded, "model": s.model, "disk_bytes": s.disk_bytes,
+        "last_indexed": s.last_indexed, **s.extra,
+    }
+    emit(as_json, document, render_status(s, str(memory.home)))
+
+
+@main.command()
+@click.option("--to", "target", required=True, help="The model to re-embed with.")
+@memory_options
+def reembed(memory: Memory, as_json: bool, target: str) -> None:
+    """Replace every vector with one from another embedding model."""
+    with progress_bar("re-embedding", not as_json) as progress:
+        count = memory.reembed(target, progress=progress)
+    emit(as_json, {"model": memory.model_name, "passages_embedded": count},
+         f"{count} passages re-embedded with {memory.model_name}")
+
+
+def _turn_dict(turn: Turn) -> dict:
+    return {
+        "session_id": turn.session_id, "turn_uuid": turn.turn_uuid, "seq": turn.seq,
+        "ts": format_ts(turn.ts), "role": turn.role, "harness": turn.harness, "text": turn.text,
+        "blocks": [{"block_type": b.block_type, "text": b.text, "tool_name": b.tool_name} for b in turn.blocks],
+    }
+
+
+def _register_optional_commands() -> None:
+    """Verbs that live with their own layer (the server, the benchmark) join the group here."""
+    from ireneo.server.commands import mcp, serve, token
+
+    for command in (serve, mcp, token):
+        main.add_command(command)
+
+
+try:
+    _register_optional_commands()
+except ImportError:  # pragma: no cover - only while the server package is being written
+    pass

@@ -1,0 +1,132 @@
+"""Turns into the store, then vectors for whatever is not embedded yet.
+
+Storing is the durable step: once `store_turns` returns, the turns are on disk and keyword
+searchable. Embedding runs after, in batches that each commit, so a run killed half way leaves
+the memory consistent and the next run embeds only what is missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ireneo.analyze import terms
+from ireneo.embed import Embedder
+from ireneo.errors import FormatError
+from ireneo.formats import funes_jsonl
+from ireneo.model import Turn, format_ts
+from ireneo.store import PassageDraft, SourceState, Store, StoreResult
+
+Progress = Callable[[int, int], None]  # (done, total)
+EMBED_BATCH = 256
+
+
+@dataclass
+class IndexReport:
+    files_indexed: int = 0
+    files_unchanged: int = 0
+    turns: StoreResult = field(default_factory=StoreResult)
+    embedded: int = 0
+    refused: list[FormatError] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "files_indexed": self.files_indexed,
+            "files_unchanged": self.files_unchanged,
+            "files_refused": len(self.refused),
+            "turns_added": self.turns.added,
+            "turns_replaced": self.turns.replaced,
+            "turns_unchanged": self.turns.unchanged,
+            "passages_embedded": self.embedded,
+            "refused": [str(error) for error in self.refused],
+        }
+
+
+def find_files(paths: Iterable[str | Path]) -> list[Path]:
+    """`.funes.jsonl` files named, or found below named directories, in a stable order."""
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found.extend(sorted(p for p in path.rglob("*" + funes_jsonl.SUFFIX) if p.is_file()))
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise FileNotFoundError(f"{path}: no such file or directory")
+    return list(dict.fromkeys(p.resolve() for p in found))
+
+
+def index_files(store: Store, split: Callable[[str], list[str]], files: list[Path]) -> IndexReport:
+    """Store the turns of every changed file; a refused file is reported and nothing of it written."""
+    report = IndexReport()
+    for path in files:
+        stat = path.stat()
+        known = store.source_state(str(path))
+        if known and (known.size, known.mtime_ns) == (stat.st_size, stat.st_mtime_ns):
+            report.files_unchanged += 1
+            continue
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        source = SourceState(str(path), stat.st_size, stat.st_mtime_ns, digest)
+        if known and known.sha256 == digest:
+            store.write_turns([], source)  # touched, not changed: remember the new mtime only
+            report.files_unchanged += 1
+            continue
+        try:
+            turns = funes_jsonl.read_file(path)
+        except FormatError as error:
+            report.refused.append(error)
+            continue
+        report.turns += store_turns(store, split, turns, source)
+        report.files_indexed += 1
+    return report
+
+
+def store_turns(
+    store: Store,
+    split: Callable[[str], list[str]],
+    turns: list[Turn],
+    source: SourceState | None = None,
+) -> StoreResult:
+    """Store turns (new, edited or unchanged) in one transaction; only changed ones are re-cut."""
+    hashes = [content_hash(turn) for turn in turns]
+    stored = store.turn_hashes([(t.session_id, t.turn_uuid) for t in turns])
+    rows = []
+    for turn, digest in zip(turns, hashes, strict=True):
+        unchanged = stored.get((turn.session_id, turn.turn_uuid)) == digest
+        rows.append((turn, digest, [] if unchanged else passages(turn, split)))
+    return store.write_turns(rows, source)
+
+
+def passages(turn: Turn, split: Callable[[str], list[str]]) -> list[PassageDraft]:
+    """Every block with text, cut to the embedder's input length, with its search terms."""
+    drafts = []
+    for block in turn.blocks:
+        if not block.text.strip():
+            continue
+        for piece in split(block.text):
+            drafts.append(PassageDraft(block.block_type, piece, " ".join(terms(piece))))
+    return drafts
+
+
+def content_hash(turn: Turn) -> str:
+    payload = [turn.seq, format_ts(turn.ts), turn.role, turn.harness]
+    payload += [[b.block_type, b.text, b.tool_name] for b in turn.blocks]
+    return hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode()).hexdigest()
+
+
+def embed_pending(store: Store, embedder: Embedder, progress: Progress | None = None) -> int:
+    """Embed every passage that has no vector yet; returns how many were embedded."""
+    total = store.count_pending()
+    done = 0
+    while True:
+        batch = store.pending_passages(EMBED_BATCH)
+        if not batch:
+            return done
+        ids = [pid for pid, _ in batch]
+        store.put_vectors(ids, embedder.embed_passages([text for _, text in batch]))
+        done += len(batch)
+        if progress:
+            progress(done, max(total, done))

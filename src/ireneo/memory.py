@@ -1,0 +1,173 @@
+"""The Python API: one `Memory` is everything stored for one user.
+
+    from ireneo import Memory
+    m = Memory("path/to/home")
+    m.index(["dir/", "one.funes.jsonl"])
+    hits = m.recall("N-11 upgrade blocker", k=8)
+
+The CLI, the MCP tools and the HTTP server are thin doors onto these methods.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable
+from datetime import UTC, date, datetime, time, timedelta
+from pathlib import Path
+
+from ireneo import index as indexing
+from ireneo import search
+from ireneo.embed import DEFAULT_MODEL, Embedder, load_embedder
+from ireneo.errors import ModelMismatch, NotFound
+from ireneo.model import Hit, SessionSummary, Turn
+from ireneo.store import Filters, Status, StoreResult, open_store
+
+DEFAULT_HOME = Path.home() / ".local" / "share" / "ireneo"
+
+
+def default_home() -> Path:
+    return Path(os.environ.get("IRENEO_HOME") or DEFAULT_HOME)
+
+
+class Memory:
+    """One memory: a directory holding one user's turns, search index and vectors."""
+
+    def __init__(self, home: str | Path | None = None, *, model: str | None = None):
+        self.home = Path(home) if home is not None else default_home()
+        self.store = open_store(self.home)
+        stored = self.store.get_meta("model")
+        requested = model or os.environ.get("IRENEO_MODEL")
+        if stored and requested and requested != stored and self.store.status().embedded:
+            raise ModelMismatch(stored, requested, str(self.home))
+        self.model_name = requested or stored or DEFAULT_MODEL
+        self._embedder: Embedder | None = None
+        self._embedder_lock = threading.Lock()
+        self.fusion = search.Fusion()
+
+    # -- the embedder is loaded on first need: reading a conversation needs none -----------
+    @property
+    def embedder(self) -> Embedder:
+        with self._embedder_lock:
+            if self._embedder is None:
+                self._embedder = load_embedder(self.model_name)
+                if self._embedder.name != self.model_name:  # a path resolves to local:<dir>
+                    self.model_name = self._embedder.name
+            return self._embedder
+
+    # -- writes ---------------------------------------------------------------------------
+    def index(self, paths: Iterable[str | Path], progress: indexing.Progress | None = None) -> indexing.IndexReport:
+        """Index `.funes.jsonl` files and directories: unchanged files cost nothing."""
+        files = indexing.find_files(paths)
+        report = indexing.index_files(self.store, self.embedder.split, files)
+        report.embedded = self.embed_pending(progress)
+        return report
+
+    def store_turns(self, turns: list[Turn]) -> StoreResult:
+        """Store turns durably (keyword-searchable on return); vectors come with embed_pending."""
+        return indexing.store_turns(self.store, self.embedder.split, turns)
+
+    def embed_pending(self, progress: indexing.Progress | None = None) -> int:
+        """Embed whatever is stored but has no vector yet."""
+        if not self.store.count_pending():
+            return 0
+        embedder = self.embedder
+        if self.store.get_meta("model") is None:
+            self.store.set_meta("model", embedder.name)
+        return indexing.embed_pending(self.store, embedder, progress)
+
+    def pending(self) -> int:
+        return self.store.count_pending()
+
+    def reembed(self, model: str, progress: indexing.Progress | None = None) -> int:
+        """Replace every vector with one from `model` (the way out of a ModelMismatch)."""
+        embedder = load_embedder(model)
+        with self._embedder_lock:
+            self.store.drop_vectors()
+            self.store.set_meta("model", embedder.name)
+            self._embedder, self.model_name = embedder, embedder.name
+        return indexing.embed_pending(self.store, embedder, progress)
+
+    # -- reads ------------------------------------------------------------------------------
+    def recall(
+        self,
+        query: str,
+        k: int = 8,
+        *,
+        since: date | datetime | str | None = None,
+        until: date | datetime | str | None = None,
+        role: str | None = None,
+        session_id: str | None = None,
+        block_types: Iterable[str] | None = None,
+        radius: int = 1,
+        reranker: search.Reranker | None = None,
+    ) -> list[Hit]:
+        """The `k` turns that best match `query`, best first, each with its neighbours."""
+        filters = Filters(
+            since=_instant(since, end_of_day=False),
+            until=_instant(until, end_of_day=True),
+            role=role,
+            session_id=session_id,
+            block_types=tuple(block_types) if block_types else None,
+        )
+        embed = self.embedder.embed_query if self.store.get_meta("model") else None
+        return search.recall(self.store, embed, query, k, filters, radius, self.fusion, reranker)
+
+    def get(self, session_id: str, from_seq: int | None = None, to_seq: int | None = None) -> list[Turn]:
+        """A conversation (or a range of it) as it was written."""
+        turns = self.store.get_turns(session_id, from_seq, to_seq)
+        if not turns and not self.store.get_turns(session_id, None, None):
+            raise NotFound(f"no conversation {session_id!r} in {self.home} (see: ireneo sessions)")
+        return turns
+
+    def scan(self, session_id: str, needle: str) -> list[Turn]:
+        """Turns of one conversation that contain `needle` exactly (case-sensitive)."""
+        return [turn for turn in self.get(session_id) if needle in turn.text]
+
+    def sessions(
+        self, since: date | datetime | str | None = None, until: date | datetime | str | None = None
+    ) -> list[SessionSummary]:
+        return self.store.sessions(_instant(since, end_of_day=False), _instant(until, end_of_day=True))
+
+    def status(self) -> Status:
+        return self.store.status()
+
+    def is_empty(self) -> bool:
+        return self.store.status().turns == 0
+
+    def session_ref(self, session_id: str) -> str:
+        ref = self.store.session_ref(session_id)
+        if ref is None:
+            raise NotFound(f"no conversation {session_id!r}")
+        return ref
+
+    def resolve_ref(self, ref: str) -> str | None:
+        return self.store.resolve_ref(ref)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _instant(value: date | datetime | str | None, *, end_of_day: bool) -> datetime | None:
+    """A filter bound: a date means the whole day (since: its start, until: its end), in UTC."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            value = date.fromisoformat(value) if len(value) == 10 else _parse_time(value)
+        except ValueError as exc:
+            raise ValueError(f"{value!r} is not a date (YYYY-MM-DD) or an RFC 3339 time") from exc
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    start = datetime.combine(value, time(), tzinfo=UTC)
+    return start + timedelta(days=1, seconds=-1) if end_of_day else start
+
+
+def _parse_time(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))

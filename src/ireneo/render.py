@@ -1,0 +1,99 @@
+"""The text people and agents read. One renderer, every door: the CLI prints exactly what the
+MCP tools return. The grammar is written down in docs/output.md and pinned by tests."""
+
+from __future__ import annotations
+
+from ireneo.model import Hit, SessionSummary, Turn
+from ireneo.store import Status
+
+CONTEXT_CHARS = 600
+INDENT = "      "
+
+
+def when(hit_or_turn) -> str:
+    return hit_or_turn.ts.strftime("%Y-%m-%d %H:%M")
+
+
+def _indent(text: str) -> str:
+    """Continuation lines of a turn, indented under its first line."""
+    return text.replace("\n", "\n" + INDENT)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit].rstrip() + " […]"
+
+
+def render_hit(number: int, hit: Hit, ref: str | None = None) -> str:
+    where = f"ref {ref}" if ref else f"conversation {hit.session_id}"
+    lines = [f"[{number}] {when(hit)} UTC · {where} · turn {hit.seq}"]
+    shown = sorted([*hit.context, hit], key=lambda t: t.seq)
+    for turn in shown:
+        if turn is hit:
+            lines.append(f"  > [{turn.seq}] {turn.role}: {_indent(turn.text)}")
+        else:
+            lines.append(f"    [{turn.seq}] {turn.role}: {_indent(_clip(turn.text, CONTEXT_CHARS))}")
+    return "\n".join(lines)
+
+
+def render_hits(hits: list[Hit], *, max_chars: int | None = None, refs: dict[str, str] | None = None) -> str:
+    """Dated passages, best first, separated by a blank line; whole passages up to `max_chars`."""
+    blocks = [render_hit(i, hit, (refs or {}).get(hit.session_id)) for i, hit in enumerate(hits, 1)]
+    text = "\n\n".join(blocks)
+    if max_chars is None or len(text) <= max_chars:
+        return text
+    kept: list[str] = []
+    for block in blocks:
+        if len(_join([*kept, block, _cut_line(len(blocks) - len(kept) - 1)])) > max_chars:
+            break
+        kept.append(block)
+    if not kept:  # the best passage alone is too long: its beginning beats nothing
+        room = max_chars - len(_cut_line(len(blocks) - 1)) - 6
+        kept.append(blocks[0][: max(room, 0)].rstrip() + " […]")
+    return _join([*kept, _cut_line(len(blocks) - len(kept))])
+
+
+def _cut_line(count: int) -> str:
+    return f"[… {count} more passages cut]" if count else ""
+
+
+def _join(parts: list[str]) -> str:
+    return "\n\n".join(part for part in parts if part)
+
+
+def render_turns(turns: list[Turn], *, ref: str | None = None) -> str:
+    """A conversation as it was written: each turn dated, in order, verbatim."""
+    if not turns:
+        return ""
+    where = f"ref {ref}" if ref else f"conversation {turns[0].session_id}"
+    lines = [f"{where} · turns {turns[0].seq}–{turns[-1].seq}"]
+    for turn in turns:
+        lines.append(f"\n[{turn.seq}] {when(turn)} UTC · {turn.role}\n{turn.text}")
+    return "\n".join(lines)
+
+
+def render_sessions(sessions: list[SessionSummary]) -> str:
+    return "\n".join(
+        f"{s.first_ts:%Y-%m-%d %H:%M}  {s.turns:>4} turns  {s.session_id}  {s.first_words}" for s in sessions
+    )
+
+
+def render_status(status: Status, home: str) -> str:
+    rows = [
+        ("home", home),
+        ("conversations", f"{status.sessions:,}"),
+        ("turns", f"{status.turns:,}"),
+        ("passages", f"{status.passages:,} ({status.embedded:,} embedded)"),
+        ("model", status.model or "none yet"),
+        ("disk", _size(status.disk_bytes)),
+        ("last indexed", status.last_indexed or "never"),
+    ]
+    rows += [(key, str(value)) for key, value in status.extra.items()]
+    return "\n".join(f"{key + ':':<15}{value}" for key, value in rows)
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"

@@ -1,0 +1,460 @@
+"""The embedded store: one SQLite file per memory, in WAL mode.
+
+Turns, passages, their FTS5 index and their vectors live in the same file, so one transaction
+keeps them consistent: a memory killed mid-write reopens with whole turns or none. Dense search is
+exact, over a float32 matrix kept in memory and refreshed from the file when vectors change.
+Vectors are stored as float32 little-endian blobs, one per passage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import sqlite3
+import threading
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+from ireneo.model import Block, ContextTurn, SessionSummary, Turn, format_ts, parse_ts
+from ireneo.store.base import (
+    Filters,
+    PassageDraft,
+    SourceState,
+    Status,
+    Store,
+    StoreResult,
+)
+
+DB_NAME = "memory.db"
+
+# Numbered migrations, applied in order and recorded in the `migrations` table.
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE sources (
+        path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+        sha256 TEXT NOT NULL, indexed_at TEXT NOT NULL
+    );
+    CREATE TABLE sessions (session_id TEXT PRIMARY KEY, ref TEXT NOT NULL UNIQUE);
+    CREATE TABLE turns (
+        id INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(session_id),
+        turn_uuid TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        ts TEXT NOT NULL,
+        role TEXT NOT NULL,
+        harness TEXT NOT NULL,
+        blocks TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        UNIQUE (session_id, turn_uuid)
+    );
+    CREATE INDEX turns_session_seq ON turns (session_id, seq);
+    CREATE INDEX turns_ts ON turns (ts);
+    CREATE TABLE passages (
+        id INTEGER PRIMARY KEY,
+        turn_id INTEGER NOT NULL REFERENCES turns(id) ON DELETE CASCADE,
+        block_type TEXT NOT NULL,
+        text TEXT NOT NULL,
+        terms TEXT NOT NULL
+    );
+    CREATE INDEX passages_turn ON passages (turn_id);
+    CREATE TABLE vectors (
+        passage_id INTEGER PRIMARY KEY REFERENCES passages(id) ON DELETE CASCADE,
+        vector BLOB NOT NULL
+    );
+    CREATE VIRTUAL TABLE passages_fts USING fts5(
+        terms, content='passages', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
+    );
+    CREATE TRIGGER passages_ai AFTER INSERT ON passages BEGIN
+        INSERT INTO passages_fts (rowid, terms) VALUES (new.id, new.terms);
+    END;
+    CREATE TRIGGER passages_ad AFTER DELETE ON passages BEGIN
+        INSERT INTO passages_fts (passages_fts, rowid, terms) VALUES ('delete', old.id, old.terms);
+    END;
+    """,
+]
+
+
+class SQLiteStore(Store):
+    def __init__(self, home: Path):
+        home.mkdir(parents=True, exist_ok=True)
+        self.path = home / DB_NAME
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.execute("PRAGMA busy_timeout=10000")
+        self._migrate()
+        self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._ids = np.zeros(0, dtype=np.int64)
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def _migrate(self) -> None:
+        with self._lock:
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
+            )
+            done = {row[0] for row in self._db.execute("SELECT version FROM migrations")}
+            for version, script in enumerate(MIGRATIONS, start=1):
+                if version in done:
+                    continue
+                # executescript commits first, so the migration is wrapped in its own transaction.
+                self._db.executescript(
+                    f"BEGIN IMMEDIATE; {script}; "
+                    f"INSERT INTO migrations VALUES ({version}, datetime('now')); COMMIT;"
+                )
+            if self._get_meta("ref_salt") is None:
+                self._db.execute("INSERT OR IGNORE INTO meta VALUES ('ref_salt', ?)", (secrets.token_hex(16),))
+
+    def _transaction(self):
+        return _Transaction(self._db, self._lock)
+
+    def _get_meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- metadata -------------------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        with self._lock:
+            return self._get_meta(key)
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    # -- writes -----------------------------------------------------------------------------------
+    def turn_hashes(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        out: dict[tuple[str, str], str] = {}
+        with self._lock:
+            for session_id, turn_uuid in keys:
+                row = self._db.execute(
+                    "SELECT content_hash FROM turns WHERE session_id = ? AND turn_uuid = ?",
+                    (session_id, turn_uuid),
+                ).fetchone()
+                if row:
+                    out[(session_id, turn_uuid)] = row[0]
+        return out
+
+    def write_turns(
+        self,
+        turns: list[tuple[Turn, str, list[PassageDraft]]],
+        source: SourceState | None = None,
+    ) -> StoreResult:
+        result = StoreResult()
+        salt = self.get_meta("ref_salt") or ""
+        with self._transaction() as db:
+            for turn, content_hash, passages in turns:
+                row = db.execute(
+                    "SELECT id, content_hash FROM turns WHERE session_id = ? AND turn_uuid = ?",
+                    (turn.session_id, turn.turn_uuid),
+                ).fetchone()
+                if row and row[1] == content_hash:
+                    result.unchanged += 1
+                    continue
+                values = (
+                    turn.seq, format_ts(turn.ts), turn.role, turn.harness,
+                    _blocks_json(turn.blocks), content_hash,
+                )
+                if row:
+                    turn_id = row[0]
+                    db.execute("DELETE FROM passages WHERE turn_id = ?", (turn_id,))
+                    db.execute(
+                        "UPDATE turns SET seq = ?, ts = ?, role = ?, harness = ?, blocks = ?, "
+                        "content_hash = ? WHERE id = ?",
+                        (*values, turn_id),
+                    )
+                    result.replaced += 1
+                else:
+                    db.execute(
+                        "INSERT OR IGNORE INTO sessions VALUES (?, ?)",
+                        (turn.session_id, _ref(salt, turn.session_id)),
+                    )
+                    turn_id = db.execute(
+                        "INSERT INTO turns (session_id, turn_uuid, seq, ts, role, harness, blocks, "
+                        "content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (turn.session_id, turn.turn_uuid, *values),
+                    ).lastrowid
+                    result.added += 1
+                db.executemany(
+                    "INSERT INTO passages (turn_id, block_type, text, terms) VALUES (?, ?, ?, ?)",
+                    [(turn_id, p.block_type, p.text, p.terms) for p in passages],
+                )
+            if source is not None:
+                db.execute(
+                    "INSERT OR REPLACE INTO sources VALUES (?, ?, ?, ?, datetime('now'))",
+                    (source.path, source.size, source.mtime_ns, source.sha256),
+                )
+            if result.added or result.replaced:
+                db.execute(
+                    "INSERT OR REPLACE INTO meta VALUES ('last_written', ?)",
+                    (format_ts(datetime.now().astimezone()),),
+                )
+        return result
+
+    def source_state(self, path: str) -> SourceState | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT path, size, mtime_ns, sha256 FROM sources WHERE path = ?", (path,)
+            ).fetchone()
+        return SourceState(*row) if row else None
+
+    def pending_passages(self, limit: int) -> list[tuple[int, str]]:
+        with self._lock:
+            return self._db.execute(
+                "SELECT p.id, p.text FROM passages p LEFT JOIN vectors v ON v.passage_id = p.id "
+                "WHERE v.passage_id IS NULL ORDER BY p.id LIMIT ?",
+                (limit,),
+            ).fetchall()
+
+    def count_pending(self) -> int:
+        with self._lock:
+            return self._db.execute(
+                "SELECT count(*) FROM passages p LEFT JOIN vectors v ON v.passage_id = p.id "
+                "WHERE v.passage_id IS NULL"
+            ).fetchone()[0]
+
+    def put_vectors(self, passage_ids: list[int], vectors: np.ndarray) -> None:
+        blobs = np.ascontiguousarray(vectors, dtype="<f4")
+        with self._transaction() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO vectors SELECT id, ? FROM passages WHERE id = ?",
+                [(blobs[i].tobytes(), pid) for i, pid in enumerate(passage_ids)],
+            )
+
+    def drop_vectors(self) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM vectors")
+
+    # -- search candidates ---------------------------------------------------------------------------
+    def lexical_search(self, terms: list[str], limit: int, filters: Filters) -> list[tuple[int, float]]:
+        if not terms:
+            return []
+        where, params = _filter_sql(filters)
+        sql = (
+            "SELECT passages_fts.rowid, -bm25(passages_fts) FROM passages_fts "
+            + ("JOIN passages p ON p.id = passages_fts.rowid JOIN turns t ON t.id = p.turn_id " if where else "")
+            + "WHERE passages_fts MATCH ? "
+            + (f"AND {where} " if where else "")
+            + "ORDER BY bm25(passages_fts) LIMIT ?"
+        )
+        with self._lock:
+            return self._db.execute(sql, (_match(terms), *params, limit)).fetchall()
+
+    def lexical_scores(self, terms: list[str], passage_ids: list[int]) -> dict[int, float]:
+        if not terms or not passage_ids:
+            return {}
+        marks = ",".join("?" * len(passage_ids))
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT rowid, -bm25(passages_fts) FROM passages_fts "
+                f"WHERE passages_fts MATCH ? AND rowid IN ({marks})",
+                (_match(terms), *passage_ids),
+            ).fetchall()
+        return dict(rows)
+
+    def dense_search(self, query: np.ndarray, limit: int, filters: Filters) -> list[tuple[int, float]]:
+        ids, matrix = self._vectors()
+        if len(ids) == 0:
+            return []
+        scores = matrix @ query
+        if not filters.empty:
+            allowed = self._filtered_passage_ids(filters)
+            scores = np.where(np.isin(ids, allowed), scores, -np.inf)
+        limit = min(limit, len(ids))
+        top = np.argpartition(-scores, limit - 1)[:limit]
+        top = top[np.argsort(-scores[top])]
+        return [(int(ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
+
+    def dense_scores(self, query: np.ndarray, passage_ids: list[int]) -> dict[int, float]:
+        ids, matrix = self._vectors()
+        positions = np.searchsorted(ids, passage_ids)
+        out = {}
+        for pid, pos in zip(passage_ids, positions, strict=True):
+            if pos < len(ids) and ids[pos] == pid:
+                out[pid] = float(matrix[pos] @ query)
+        return out
+
+    def _vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """The in-memory copy of all vectors, sorted by passage id, brought up to date.
+
+        Vectors are only ever appended with growing passage ids, except when a turn is edited or
+        forgotten; so when the count up to the last loaded id is unchanged, loading the rows
+        after it is enough.
+        """
+        with self._lock:
+            last = int(self._ids[-1]) if len(self._ids) else 0
+            still = self._db.execute(
+                "SELECT count(*) FROM vectors WHERE passage_id <= ?", (last,)
+            ).fetchone()[0]
+            if still != len(self._ids):
+                self._ids = np.zeros(0, dtype=np.int64)
+                self._matrix = np.zeros((0, 0), dtype=np.float32)
+                last = 0
+            rows = self._db.execute(
+                "SELECT passage_id, vector FROM vectors WHERE passage_id > ? ORDER BY passage_id",
+                (last,),
+            ).fetchall()
+            if rows:
+                new_ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+                new = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
+                self._ids = np.concatenate([self._ids, new_ids])
+                self._matrix = new.copy() if len(self._matrix) == 0 else np.vstack([self._matrix, new])
+            return self._ids, self._matrix
+
+    def _filtered_passage_ids(self, filters: Filters) -> np.ndarray:
+        where, params = _filter_sql(filters)
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT p.id FROM passages p JOIN turns t ON t.id = p.turn_id WHERE {where}", params
+            ).fetchall()
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    # -- reads ------------------------------------------------------------------------------------------
+    def passage_turns(self, passage_ids: list[int]) -> dict[int, Turn]:
+        if not passage_ids:
+            return {}
+        marks = ",".join("?" * len(passage_ids))
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT p.id, {_TURN_COLUMNS} FROM passages p JOIN turns t ON t.id = p.turn_id "
+                f"WHERE p.id IN ({marks})",
+                passage_ids,
+            ).fetchall()
+        return {row[0]: _turn(row[1:]) for row in rows}
+
+    def neighbours(self, session_id: str, seq: int, radius: int) -> list[ContextTurn]:
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_TURN_COLUMNS} FROM turns t WHERE session_id = ? AND seq BETWEEN ? AND ? "
+                "AND seq != ? ORDER BY seq",
+                (session_id, seq - radius, seq + radius, seq),
+            ).fetchall()
+        turns = [_turn(row) for row in rows]
+        return [ContextTurn(t.seq, t.role, t.ts, t.text) for t in turns]
+
+    def get_turns(self, session_id: str, from_seq: int | None, to_seq: int | None) -> list[Turn]:
+        lo = -1 if from_seq is None else from_seq
+        hi = 2**62 if to_seq is None else to_seq
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_TURN_COLUMNS} FROM turns t WHERE session_id = ? AND seq BETWEEN ? AND ? "
+                "ORDER BY seq, id",
+                (session_id, lo, hi),
+            ).fetchall()
+        return [_turn(row) for row in rows]
+
+    def sessions(self, since: datetime | None, until: datetime | None) -> list[SessionSummary]:
+        where, params = _filter_sql(Filters(since=since, until=until))
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT t.session_id, min(t.ts), max(t.ts), count(*), "
+                "(SELECT blocks FROM turns f WHERE f.session_id = t.session_id ORDER BY seq LIMIT 1) "
+                "FROM turns t " + (f"WHERE {where} " if where else "")
+                + "GROUP BY t.session_id ORDER BY min(t.ts), t.session_id",
+                params,
+            ).fetchall()
+        return [
+            SessionSummary(sid, parse_ts(first), parse_ts(last), count, _first_words(blocks))
+            for sid, first, last, count, blocks in rows
+        ]
+
+    def session_ref(self, session_id: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT ref FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+        return row[0] if row else None
+
+    def resolve_ref(self, ref: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT session_id FROM sessions WHERE ref = ?", (ref,)).fetchone()
+        return row[0] if row else None
+
+    def status(self) -> Status:
+        with self._lock:
+            turns, sessions = self._db.execute(
+                "SELECT count(*), count(DISTINCT session_id) FROM turns"
+            ).fetchone()
+            passages = self._db.execute("SELECT count(*) FROM passages").fetchone()[0]
+            embedded = self._db.execute("SELECT count(*) FROM vectors").fetchone()[0]
+            model = self._get_meta("model")
+            last = self._get_meta("last_written")
+        disk = sum(
+            p.stat().st_size for p in self.path.parent.glob(DB_NAME + "*") if p.is_file()
+        )
+        return Status(turns, sessions, passages, embedded, model, disk, last)
+
+
+class _Transaction:
+    """`BEGIN IMMEDIATE … COMMIT` under the store's lock; rolled back on any exception."""
+
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock):
+        self.db, self.lock = db, lock
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.lock.acquire()
+        self.db.execute("BEGIN IMMEDIATE")
+        return self.db
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        finally:
+            self.lock.release()
+
+
+_TURN_COLUMNS = "t.session_id, t.turn_uuid, t.seq, t.ts, t.role, t.harness, t.blocks"
+
+
+def _turn(row: tuple) -> Turn:
+    session_id, turn_uuid, seq, ts, role, harness, blocks = row
+    return Turn(session_id, turn_uuid, seq, parse_ts(ts), role, harness, _blocks(blocks))
+
+
+def _blocks_json(blocks: tuple[Block, ...]) -> str:
+    return json.dumps([[b.block_type, b.text, b.tool_name] for b in blocks], ensure_ascii=False)
+
+
+def _blocks(value: str) -> tuple[Block, ...]:
+    return tuple(Block(kind, text, tool) for kind, text, tool in json.loads(value))
+
+
+def _first_words(blocks: str, limit: int = 80) -> str:
+    text = " ".join(" ".join(b.text.split()) for b in _blocks(blocks) if b.block_type == "text")
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _ref(salt: str, session_id: str) -> str:
+    return hashlib.sha256(f"{salt}:{session_id}".encode()).hexdigest()[:12]
+
+
+def _match(terms: list[str]) -> str:
+    """An FTS5 query matching any of the terms; each is quoted, so nothing in it is syntax."""
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def _filter_sql(filters: Filters) -> tuple[str, list]:
+    """A WHERE clause over `turns t` (and `passages p` for block types), values bound."""
+    clauses, params = [], []
+    if filters.since:
+        clauses.append("t.ts >= ?")
+        params.append(format_ts(filters.since))
+    if filters.until:
+        clauses.append("t.ts <= ?")
+        params.append(format_ts(filters.until))
+    if filters.role:
+        clauses.append("t.role = ?")
+        params.append(filters.role)
+    if filters.session_id:
+        clauses.append("t.session_id = ?")
+        params.append(filters.session_id)
+    if filters.block_types:
+        clauses.append(f"p.block_type IN ({','.join('?' * len(filters.block_types))})")
+        params.extend(filters.block_types)
+    return " AND ".join(clauses), params

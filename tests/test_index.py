@@ -1,0 +1,103 @@
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+from ireneo import Memory
+from tests.conftest import conversation, turn_line, write_jsonl
+
+
+def test_index_then_reindex_does_no_work(memory, tmp_path):
+    conversation(tmp_path / "src", "c1", ["Ticket MT-4471 is open on K-2", "Noted, K-2 stays slow"])
+    first = memory.index([tmp_path / "src"])
+    assert (first.files_indexed, first.turns.added, first.embedded) == (1, 2, 2)
+    again = memory.index([tmp_path / "src"])
+    assert (again.files_indexed, again.files_unchanged, again.turns.added, again.embedded) == (0, 1, 0, 0)
+
+
+def test_touched_file_is_read_but_nothing_re_embedded(memory, tmp_path):
+    path = conversation(tmp_path / "src", "c1", ["alpha turn", "beta turn"])
+    memory.index([path])
+    os.utime(path, ns=(time.time_ns(), time.time_ns() + 10**9))
+    report = memory.index([path])
+    assert (report.files_unchanged, report.embedded) == (1, 0)
+
+
+def test_resent_turn_with_new_text_replaces_the_old(memory, tmp_path):
+    path = conversation(tmp_path / "src", "c1", ["the budget is 40k", "ok"])
+    memory.index([path])
+    conversation(tmp_path / "src", "c1", ["the budget is 55k", "ok", "and a new third turn"])
+    report = memory.index([path])
+    assert (report.turns.added, report.turns.replaced, report.turns.unchanged, report.embedded) == (1, 1, 1, 2)
+    assert [t.text for t in memory.get("c1")] == ["the budget is 55k", "ok", "and a new third turn"]
+    assert not [h for h in memory.recall("40k") if "40k" in h.text + str(h.context)]
+    assert memory.recall("55k")[0].text == "the budget is 55k"
+
+
+def test_bad_file_refused_whole_other_files_index(memory, tmp_path):
+    good = conversation(tmp_path / "src", "good", ["pump P-003 seal leak", "ticket MT-1040"])
+    bad = write_jsonl(tmp_path / "src" / "bad.funes.jsonl",
+                      [turn_line("bad", 0, "unique-marker-zebra"), {"session_id": "bad"}])
+    report = memory.index([tmp_path / "src"])
+    assert report.files_indexed == 1
+    assert [str(e) for e in report.refused] == [f"{bad}:2: missing field 'turn_uuid'"]
+    assert not [h for h in memory.recall("unique-marker-zebra") if h.session_id == "bad"]
+    assert [s.session_id for s in memory.sessions()] == ["good"]
+    assert good.exists()
+
+
+def test_thinking_and_tool_blocks_are_indexed_and_filterable(memory, tmp_path):
+    thought = turn_line("c1", 0, "")
+    thought["blocks"] = [{"block_type": "thinking", "text": "consider the quokka hypothesis"},
+                         {"block_type": "tool_use", "text": "grep -r wombat .", "tool_name": "Bash"}]
+    memory.index([write_jsonl(tmp_path / "a.funes.jsonl", [thought, turn_line("c1", 1, "lunch is at noon")])])
+    assert memory.recall("quokka", k=1)[0].seq == 0
+    assert memory.recall("wombat", k=1, block_types=["tool_use"])[0].seq == 0
+    assert [h.seq for h in memory.recall("quokka", block_types=["text"])] == [1]
+
+
+def test_long_turn_is_split_and_its_end_still_found(memory, tmp_path):
+    filler = " ".join(f"word{i}" for i in range(3000))
+    memory.index([conversation(tmp_path, "long", [filler + " the final secret is zanzibar-77"])])
+    assert memory.status().passages > 1
+    hit = memory.recall("zanzibar-77", k=1)[0]
+    assert hit.session_id == "long" and hit.text.endswith("zanzibar-77")
+
+
+KILLER = """
+import sys
+from ireneo import Memory
+from ireneo import index
+index.EMBED_BATCH = 8
+m = Memory(sys.argv[1])
+def progress(done, total):
+    print(done, flush=True)
+m.index([sys.argv[2]], progress=progress)
+"""
+
+
+def test_killed_mid_index_reopens_consistent_and_rerun_finishes(home, tmp_path):
+    src = tmp_path / "src"
+    for c in range(40):
+        conversation(src, f"c{c}", [f"conversation {c} about machine K-{c} and ticket MT-{1000 + c}"] * 1
+                     + [f"reply {c} {i}" for i in range(5)])
+    proc = subprocess.Popen([sys.executable, "-c", KILLER, str(home), str(src)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip()  # at least one batch of vectors committed
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+    db = sqlite3.connect(home / "memory.db")
+    assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    db.execute("INSERT INTO passages_fts(passages_fts) VALUES ('integrity-check')")
+    db.close()
+
+    with Memory(home) as memory:
+        status = memory.status()
+        assert status.turns == 240 and 0 < status.embedded < status.passages
+        assert memory.pending() == status.passages - status.embedded
+        report = memory.index([src])
+        assert report.embedded == status.passages - status.embedded
+        assert memory.pending() == 0
+        assert memory.recall("MT-1037", k=1)[0].session_id == "c37"

