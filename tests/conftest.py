@@ -30,12 +30,26 @@ def memory(home):
         yield m
 
 
-def turn_line(session_id: str, seq: int, text: str, *, role: str | None = None,
-              ts: str | None = None, uuid: str | None = None, block_type: str = "text") -> dict:
-    when = ts or (datetime(2026, 10, 1, 9, 0, tzinfo=UTC) + timedelta(minutes=seq)).strftime("%Y-%m-%dT%H:%M:%SZ")
+def turn_line(
+    session_id: str,
+    seq: int,
+    text: str,
+    *,
+    role: str | None = None,
+    ts: str | None = None,
+    uuid: str | None = None,
+    block_type: str = "text",
+) -> dict:
+    when = ts or (datetime(2026, 10, 1, 9, 0, tzinfo=UTC) + timedelta(minutes=seq)).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )
     return {
-        "session_id": session_id, "turn_uuid": uuid or f"{session_id}-{seq}", "seq": seq, "ts": when,
-        "role": role or ("user" if seq % 2 == 0 else "assistant"), "harness": "test",
+        "session_id": session_id,
+        "turn_uuid": uuid or f"{session_id}-{seq}",
+        "seq": seq,
+        "ts": when,
+        "role": role or ("user" if seq % 2 == 0 else "assistant"),
+        "harness": "test",
         "blocks": [{"block_type": block_type, "text": text}],
     }
 
@@ -43,7 +57,10 @@ def turn_line(session_id: str, seq: int, text: str, *, role: str | None = None,
 def write_jsonl(path: Path, lines: list[dict | str]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
-        "".join((line if isinstance(line, str) else json.dumps(line, ensure_ascii=False)) + "\n" for line in lines),
+        "".join(
+            (line if isinstance(line, str) else json.dumps(line, ensure_ascii=False)) + "\n"
+            for line in lines
+        ),
         encoding="utf-8",
     )
     return path

@@ -19,7 +19,13 @@ def test_reads_every_field(tmp_path):
     line["blocks"].append({"block_type": "tool_use", "text": "ls -la", "tool_name": "Bash"})
     line["cwd"] = "/tmp"
     [turn] = funes_jsonl.read_file(write_jsonl(tmp_path / "a.funes.jsonl", [line]))
-    assert (turn.session_id, turn.turn_uuid, turn.seq, turn.role, turn.harness) == ("s1", "s1-0", 0, "user", "test")
+    assert (turn.session_id, turn.turn_uuid, turn.seq, turn.role, turn.harness) == (
+        "s1",
+        "s1-0",
+        0,
+        "user",
+        "test",
+    )
     assert turn.ts.isoformat() == "2026-10-08T07:14:00+00:00"
     assert [b.block_type for b in turn.blocks] == ["text", "tool_use"]
     assert turn.blocks[1].tool_name == "Bash"
@@ -35,8 +41,14 @@ def test_reads_every_field(tmp_path):
         (lambda d: d.update(seq="3"), "seq must be a whole number"),
         (lambda d: d.update(session_id="a:b"), "session_id may not contain ':'"),
         (lambda d: d.update(harness="Claude Code"), "harness 'Claude Code'"),
-        (lambda d: d.update(blocks=[{"block_type": "image", "text": "x"}]), "blocks[0].block_type 'image'"),
-        (lambda d: d.update(blocks=[{"block_type": "text", "text": 3}]), "blocks[0].text must be a string"),
+        (
+            lambda d: d.update(blocks=[{"block_type": "image", "text": "x"}]),
+            "blocks[0].block_type 'image'",
+        ),
+        (
+            lambda d: d.update(blocks=[{"block_type": "text", "text": 3}]),
+            "blocks[0].text must be a string",
+        ),
         (lambda d: d.update(role=""), "role must be a non-empty string"),
     ],
 )

@@ -14,7 +14,12 @@ def test_index_then_reindex_does_no_work(memory, tmp_path):
     first = memory.index([tmp_path / "src"])
     assert (first.files_indexed, first.turns.added, first.embedded) == (1, 2, 2)
     again = memory.index([tmp_path / "src"])
-    assert (again.files_indexed, again.files_unchanged, again.turns.added, again.embedded) == (0, 1, 0, 0)
+    assert (again.files_indexed, again.files_unchanged, again.turns.added, again.embedded) == (
+        0,
+        1,
+        0,
+        0,
+    )
 
 
 def test_touched_file_is_read_but_nothing_re_embedded(memory, tmp_path):
@@ -30,7 +35,12 @@ def test_resent_turn_with_new_text_replaces_the_old(memory, tmp_path):
     memory.index([path])
     conversation(tmp_path / "src", "c1", ["the budget is 55k", "ok", "and a new third turn"])
     report = memory.index([path])
-    assert (report.turns.added, report.turns.replaced, report.turns.unchanged, report.embedded) == (1, 1, 1, 2)
+    assert (report.turns.added, report.turns.replaced, report.turns.unchanged, report.embedded) == (
+        1,
+        1,
+        1,
+        2,
+    )
     assert [t.text for t in memory.get("c1")] == ["the budget is 55k", "ok", "and a new third turn"]
     assert not [h for h in memory.recall("40k") if "40k" in h.text + str(h.context)]
     assert memory.recall("55k")[0].text == "the budget is 55k"
@@ -38,8 +48,10 @@ def test_resent_turn_with_new_text_replaces_the_old(memory, tmp_path):
 
 def test_bad_file_refused_whole_other_files_index(memory, tmp_path):
     good = conversation(tmp_path / "src", "good", ["pump P-003 seal leak", "ticket MT-1040"])
-    bad = write_jsonl(tmp_path / "src" / "bad.funes.jsonl",
-                      [turn_line("bad", 0, "unique-marker-zebra"), {"session_id": "bad"}])
+    bad = write_jsonl(
+        tmp_path / "src" / "bad.funes.jsonl",
+        [turn_line("bad", 0, "unique-marker-zebra"), {"session_id": "bad"}],
+    )
     report = memory.index([tmp_path / "src"])
     assert report.files_indexed == 1
     assert [str(e) for e in report.refused] == [f"{bad}:2: missing field 'turn_uuid'"]
@@ -50,9 +62,13 @@ def test_bad_file_refused_whole_other_files_index(memory, tmp_path):
 
 def test_thinking_and_tool_blocks_are_indexed_and_filterable(memory, tmp_path):
     thought = turn_line("c1", 0, "")
-    thought["blocks"] = [{"block_type": "thinking", "text": "consider the quokka hypothesis"},
-                         {"block_type": "tool_use", "text": "grep -r wombat .", "tool_name": "Bash"}]
-    memory.index([write_jsonl(tmp_path / "a.funes.jsonl", [thought, turn_line("c1", 1, "lunch is at noon")])])
+    thought["blocks"] = [
+        {"block_type": "thinking", "text": "consider the quokka hypothesis"},
+        {"block_type": "tool_use", "text": "grep -r wombat .", "tool_name": "Bash"},
+    ]
+    memory.index(
+        [write_jsonl(tmp_path / "a.funes.jsonl", [thought, turn_line("c1", 1, "lunch is at noon")])]
+    )
     assert memory.recall("quokka", k=1)[0].seq == 0
     assert memory.recall("wombat", k=1, block_types=["tool_use"])[0].seq == 0
     assert [h.seq for h in memory.recall("quokka", block_types=["text"])] == [1]
@@ -81,9 +97,15 @@ m.index([sys.argv[2]], progress=progress)
 def test_killed_mid_index_reopens_consistent_and_rerun_finishes(home, tmp_path):
     src = tmp_path / "src"
     for c in range(40):
-        conversation(src, f"c{c}", [f"conversation {c} about machine K-{c} and ticket MT-{1000 + c}"] * 1
-                     + [f"reply {c} {i}" for i in range(5)])
-    proc = subprocess.Popen([sys.executable, "-c", KILLER, str(home), str(src)], stdout=subprocess.PIPE, text=True)
+        conversation(
+            src,
+            f"c{c}",
+            [f"conversation {c} about machine K-{c} and ticket MT-{1000 + c}"] * 1
+            + [f"reply {c} {i}" for i in range(5)],
+        )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLER, str(home), str(src)], stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout.readline().strip()  # at least one batch of vectors committed
     proc.send_signal(signal.SIGKILL)
     proc.wait()

@@ -42,7 +42,11 @@ def test_hit_carries_date_role_and_neighbours(sampled):
 
 
 def test_wider_radius_and_no_context(sampled):
-    assert [c.seq for c in sampled.recall("acceptable but tight", k=1, radius=2)[0].context] == [0, 1, 3]
+    assert [c.seq for c in sampled.recall("acceptable but tight", k=1, radius=2)[0].context] == [
+        0,
+        1,
+        3,
+    ]
     assert sampled.recall("acceptable but tight", k=1, radius=0)[0].context == []
 
 
@@ -57,12 +61,26 @@ def test_neighbouring_hits_are_not_repeated(sampled):
 @pytest.mark.parametrize(
     ("filters", "allowed", "best"),
     [
-        ({"since": "2026-10-02"}, lambda h: h.ts.date().isoformat() >= "2026-10-02", "2026-10-03-shift-handover"),
-        ({"until": "2026-10-02"}, lambda h: h.ts.date().isoformat() <= "2026-10-02", "2026-09-29-output-review"),
-        ({"since": "2026-10-08", "until": "2026-10-08"}, lambda h: h.ts.date().isoformat() == "2026-10-08",
-         "2026-10-08-capacity-n11"),
-        ({"session_id": "2026-09-29-output-review"}, lambda h: h.session_id == "2026-09-29-output-review",
-         "2026-09-29-output-review"),
+        (
+            {"since": "2026-10-02"},
+            lambda h: h.ts.date().isoformat() >= "2026-10-02",
+            "2026-10-03-shift-handover",
+        ),
+        (
+            {"until": "2026-10-02"},
+            lambda h: h.ts.date().isoformat() <= "2026-10-02",
+            "2026-09-29-output-review",
+        ),
+        (
+            {"since": "2026-10-08", "until": "2026-10-08"},
+            lambda h: h.ts.date().isoformat() == "2026-10-08",
+            "2026-10-08-capacity-n11",
+        ),
+        (
+            {"session_id": "2026-09-29-output-review"},
+            lambda h: h.session_id == "2026-09-29-output-review",
+            "2026-09-29-output-review",
+        ),
     ],
 )
 def test_date_and_session_filters(sampled, filters, allowed, best):
@@ -76,7 +94,10 @@ def test_role_filter(sampled):
     assert hits and all(h.role == "user" for h in hits)
 
 
-@pytest.mark.parametrize("query", ["-k 100", '"unbalanced', "NEAR(a b", "a OR", "*", "col:value", "'; DROP TABLE turns; --"])
+@pytest.mark.parametrize(
+    "query",
+    ["-k 100", '"unbalanced', "NEAR(a b", "a OR", "*", "col:value", "'; DROP TABLE turns; --"],
+)
 def test_hostile_or_odd_queries_are_text(sampled, query):
     assert isinstance(sampled.recall(query), list)
 

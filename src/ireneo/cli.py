@@ -22,10 +22,16 @@ from ireneo.render import render_hits, render_sessions, render_status, render_tu
 def memory_options(command):
     """--home and --json for a verb; the verb receives an open `memory` and `as_json`."""
 
-    @click.option("--home", type=click.Path(file_okay=False, path_type=Path), default=None,
-                  help="Memory directory [env IRENEO_HOME, default ~/.local/share/ireneo].")
+    @click.option(
+        "--home",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="Memory directory [env IRENEO_HOME, default ~/.local/share/ireneo].",
+    )
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-    @click.option("--model", default=None, help="Embedding model: a packaged name or a local model directory.")
+    @click.option(
+        "--model", default=None, help="Embedding model: a packaged name or a local model directory."
+    )
     @functools.wraps(command)
     def wrapper(home: Path | None, as_json: bool, model: str | None, **kwargs):
         try:
@@ -52,8 +58,9 @@ def progress_bar(label: str, enabled: bool):
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-    with Progress(f"[bold]{label}", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  transient=True) as bar:
+    with Progress(
+        f"[bold]{label}", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), transient=True
+    ) as bar:
         task = bar.add_task(label, total=None)
         yield lambda done, total: bar.update(task, completed=done, total=total)
 
@@ -90,13 +97,17 @@ def _index_summary(report) -> str:
 
 @main.command()
 @click.argument("query", nargs=-1, required=True)
-@click.option("-k", "k", type=click.IntRange(1, 1000), default=8, show_default=True, help="How many hits.")
+@click.option(
+    "-k", "k", type=click.IntRange(1, 1000), default=8, show_default=True, help="How many hits."
+)
 @click.option("--since", help="Only turns on or after this date (YYYY-MM-DD) or time.")
 @click.option("--until", help="Only turns on or before this date or time.")
 @click.option("--role", help="Only turns of this role (user, assistant, …).")
 @click.option("--session", "session_id", help="Only this conversation.")
 @memory_options
-def recall(memory: Memory, as_json: bool, query: tuple[str, ...], k: int, since, until, role, session_id) -> None:
+def recall(
+    memory: Memory, as_json: bool, query: tuple[str, ...], k: int, since, until, role, session_id
+) -> None:
     """Ranked, dated passages for QUERY. Put -- before a query that starts with -."""
     text = " ".join(query)
     hits = memory.recall(text, k=k, since=since, until=until, role=role, session_id=session_id)
@@ -109,10 +120,16 @@ def recall(memory: Memory, as_json: bool, query: tuple[str, ...], k: int, since,
 @click.option("--from", "from_seq", type=int, help="First turn (seq).")
 @click.option("--to", "to_seq", type=int, help="Last turn (seq).")
 @memory_options
-def get(memory: Memory, as_json: bool, session: str, from_seq: int | None, to_seq: int | None) -> None:
+def get(
+    memory: Memory, as_json: bool, session: str, from_seq: int | None, to_seq: int | None
+) -> None:
     """Read a conversation as it was written."""
     turns = memory.get(session, from_seq, to_seq)
-    emit(as_json, {"session_id": session, "turns": [_turn_dict(t) for t in turns]}, render_turns(turns))
+    emit(
+        as_json,
+        {"session_id": session, "turns": [_turn_dict(t) for t in turns]},
+        render_turns(turns),
+    )
 
 
 @main.command()
@@ -124,10 +141,14 @@ def scan(memory: Memory, as_json: bool, session: str, needle: str) -> None:
     turns = memory.scan(session, needle)
     lines = [
         f"[{t.seq}] {t.ts:%Y-%m-%d %H:%M} {t.role}: {line.strip()}"
-        for t in turns for line in t.text.splitlines() if needle in line
+        for t in turns
+        for line in t.text.splitlines()
+        if needle in line
     ]
     document = {"session_id": session, "needle": needle, "matches": [_turn_dict(t) for t in turns]}
-    emit(as_json, document, "\n".join(lines) if lines else f"{needle!r} does not occur in {session}.")
+    emit(
+        as_json, document, "\n".join(lines) if lines else f"{needle!r} does not occur in {session}."
+    )
 
 
 @main.command()
@@ -137,7 +158,11 @@ def scan(memory: Memory, as_json: bool, session: str, needle: str) -> None:
 def sessions(memory: Memory, as_json: bool, since, until) -> None:
     """List conversations, with dates and first words."""
     found = memory.sessions(since, until)
-    emit(as_json, {"sessions": [s.to_dict() for s in found]}, render_sessions(found) or "No conversations.")
+    emit(
+        as_json,
+        {"sessions": [s.to_dict() for s in found]},
+        render_sessions(found) or "No conversations.",
+    )
 
 
 @main.command()
@@ -146,9 +171,15 @@ def status(memory: Memory, as_json: bool) -> None:
     """Counts, model, disk size, last indexed."""
     s = memory.status()
     document = {
-        "home": str(memory.home), "conversations": s.sessions, "turns": s.turns, "passages": s.passages,
-        "embedded": s.embedded, "model": s.model, "disk_bytes": s.disk_bytes,
-        "last_indexed": s.last_indexed, **s.extra,
+        "home": str(memory.home),
+        "conversations": s.sessions,
+        "turns": s.turns,
+        "passages": s.passages,
+        "embedded": s.embedded,
+        "model": s.model,
+        "disk_bytes": s.disk_bytes,
+        "last_indexed": s.last_indexed,
+        **s.extra,
     }
     emit(as_json, document, render_status(s, str(memory.home)))
 
@@ -160,15 +191,86 @@ def reembed(memory: Memory, as_json: bool, target: str) -> None:
     """Replace every vector with one from another embedding model."""
     with progress_bar("re-embedding", not as_json) as progress:
         count = memory.reembed(target, progress=progress)
-    emit(as_json, {"model": memory.model_name, "passages_embedded": count},
-         f"{count} passages re-embedded with {memory.model_name}")
+    emit(
+        as_json,
+        {"model": memory.model_name, "passages_embedded": count},
+        f"{count} passages re-embedded with {memory.model_name}",
+    )
+
+
+@main.command()
+@click.option(
+    "--quick",
+    is_flag=True,
+    help="One size (1,000 conversations), English, 50 questions: a few minutes.",
+)
+@click.option("--sizes", help="Comma-separated numbers of conversations [1000,3000,10000].")
+@click.option("--langs", help="Comma-separated languages among en, ru, ko [all three].")
+@click.option(
+    "--family",
+    type=click.Choice(["A", "B"]),
+    default="A",
+    show_default=True,
+    help="Template family: A while tuning, B held out.",
+)
+@click.option("--questions", type=int, help="Questions per size [100].")
+@click.option("--model", default=None, help="Embedding model to index with.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("bench/results"),
+    show_default=True,
+)
+def bench(quick: bool, sizes, langs, family: str, questions, model, out: Path) -> None:
+    """Measure recall accuracy and cost on synthetic histories, against baselines."""
+    from datetime import datetime
+
+    from ireneo.bench.run import Config, run, save
+
+    overrides = {"family": family, "model": model, "out": out}
+    if sizes:
+        overrides["sizes"] = tuple(int(x) for x in sizes.split(","))
+    if langs:
+        overrides["langs"] = tuple(langs.split(","))
+    if questions:
+        overrides["questions"] = questions
+    config = Config.quick(**overrides) if quick else Config(**overrides)
+    started = datetime.now().strftime("%Y-%m-%d %H:%M")
+    with _bench_progress() as factory:
+        runs = run(config, factory)
+    click.echo(save(runs, config, started).read_text())
+
+
+@contextmanager
+def _bench_progress():
+    """One progress bar per history (on a terminal); each advances once per question."""
+    from rich.progress import Progress
+
+    if not sys.stderr.isatty():
+        yield None
+        return
+    with Progress(transient=False) as bar:
+
+        def factory(label: str, total: int):
+            task = bar.add_task(f"questions {label}", total=total)
+            return lambda: bar.advance(task)
+
+        yield factory
 
 
 def _turn_dict(turn: Turn) -> dict:
     return {
-        "session_id": turn.session_id, "turn_uuid": turn.turn_uuid, "seq": turn.seq,
-        "ts": format_ts(turn.ts), "role": turn.role, "harness": turn.harness, "text": turn.text,
-        "blocks": [{"block_type": b.block_type, "text": b.text, "tool_name": b.tool_name} for b in turn.blocks],
+        "session_id": turn.session_id,
+        "turn_uuid": turn.turn_uuid,
+        "seq": turn.seq,
+        "ts": format_ts(turn.ts),
+        "role": turn.role,
+        "harness": turn.harness,
+        "text": turn.text,
+        "blocks": [
+            {"block_type": b.block_type, "text": b.text, "tool_name": b.tool_name}
+            for b in turn.blocks
+        ],
     }
 
 
@@ -184,3 +286,7 @@ try:
     _register_optional_commands()
 except ImportError:  # pragma: no cover - only while the server package is being written
     pass
+
+
+if __name__ == "__main__":
+    main()

@@ -56,7 +56,9 @@ class Memory:
             return self._embedder
 
     # -- writes ---------------------------------------------------------------------------
-    def index(self, paths: Iterable[str | Path], progress: indexing.Progress | None = None) -> indexing.IndexReport:
+    def index(
+        self, paths: Iterable[str | Path], progress: indexing.Progress | None = None
+    ) -> indexing.IndexReport:
         """Index `.funes.jsonl` files and directories: unchanged files cost nothing."""
         files = indexing.find_files(paths)
         report = indexing.index_files(self.store, self.embedder.split, files)
@@ -113,7 +115,9 @@ class Memory:
         embed = self.embedder.embed_query if self.store.get_meta("model") else None
         return search.recall(self.store, embed, query, k, filters, radius, self.fusion, reranker)
 
-    def get(self, session_id: str, from_seq: int | None = None, to_seq: int | None = None) -> list[Turn]:
+    def get(
+        self, session_id: str, from_seq: int | None = None, to_seq: int | None = None
+    ) -> list[Turn]:
         """A conversation (or a range of it) as it was written."""
         turns = self.store.get_turns(session_id, from_seq, to_seq)
         if not turns and not self.store.get_turns(session_id, None, None):
@@ -127,7 +131,9 @@ class Memory:
     def sessions(
         self, since: date | datetime | str | None = None, until: date | datetime | str | None = None
     ) -> list[SessionSummary]:
-        return self.store.sessions(_instant(since, end_of_day=False), _instant(until, end_of_day=True))
+        return self.store.sessions(
+            _instant(since, end_of_day=False), _instant(until, end_of_day=True)
+        )
 
     def status(self) -> Status:
         return self.store.status()

@@ -31,11 +31,15 @@ def render_hit(number: int, hit: Hit, ref: str | None = None) -> str:
         if turn is hit:
             lines.append(f"  > [{turn.seq}] {turn.role}: {_indent(turn.text)}")
         else:
-            lines.append(f"    [{turn.seq}] {turn.role}: {_indent(_clip(turn.text, CONTEXT_CHARS))}")
+            lines.append(
+                f"    [{turn.seq}] {turn.role}: {_indent(_clip(turn.text, CONTEXT_CHARS))}"
+            )
     return "\n".join(lines)
 
 
-def render_hits(hits: list[Hit], *, max_chars: int | None = None, refs: dict[str, str] | None = None) -> str:
+def render_hits(
+    hits: list[Hit], *, max_chars: int | None = None, refs: dict[str, str] | None = None
+) -> str:
     """Dated passages, best first, separated by a blank line; whole passages up to `max_chars`."""
     blocks = [render_hit(i, hit, (refs or {}).get(hit.session_id)) for i, hit in enumerate(hits, 1)]
     text = "\n\n".join(blocks)
@@ -53,7 +57,9 @@ def render_hits(hits: list[Hit], *, max_chars: int | None = None, refs: dict[str
 
 
 def _cut_line(count: int) -> str:
-    return f"[… {count} more passages cut]" if count else ""
+    if not count:
+        return ""
+    return f"[… {count} more passage{'s' if count > 1 else ''} cut]"
 
 
 def _join(parts: list[str]) -> str:
@@ -73,7 +79,8 @@ def render_turns(turns: list[Turn], *, ref: str | None = None) -> str:
 
 def render_sessions(sessions: list[SessionSummary]) -> str:
     return "\n".join(
-        f"{s.first_ts:%Y-%m-%d %H:%M}  {s.turns:>4} turns  {s.session_id}  {s.first_words}" for s in sessions
+        f"{s.first_ts:%Y-%m-%d %H:%M}  {s.turns:>4} turns  {s.session_id}  {s.first_words}"
+        for s in sessions
     )
 
 

@@ -40,15 +40,15 @@ def recall(
     embed_query: Callable[[str], np.ndarray] | None,
     query: str,
     k: int = 8,
-    filters: Filters = Filters(),
+    filters: Filters | None = None,
     radius: int = 1,
-    fusion: Fusion = Fusion(),
+    fusion: Fusion | None = None,
     reranker: Reranker | None = None,
 ) -> list[Hit]:
     """The `k` best turns for `query`, best first. `embed_query` None means lexical only."""
     pool = k * 4 if reranker else k
-    scores = passage_scores(store, embed_query, query, filters, fusion)
-    hits = _hits(store, scores, pool, radius)
+    scores = passage_scores(store, embed_query, query, filters or Filters(), fusion or Fusion())
+    hits = rank(store, scores, pool, radius)
     if reranker:
         hits = reranker.rerank(query, hits)
     return hits[:k]
@@ -73,7 +73,9 @@ def passage_scores(
     return fuse(lexical, dense, fusion.lexical_weight)
 
 
-def fuse(lexical: dict[int, float], dense: dict[int, float], lexical_weight: float) -> dict[int, float]:
+def fuse(
+    lexical: dict[int, float], dense: dict[int, float], lexical_weight: float
+) -> dict[int, float]:
     """Convex mix of BM25 scaled by its best and cosine min-max scaled over the candidates."""
     candidates = lexical.keys() | dense.keys()
     if not dense:
@@ -91,7 +93,7 @@ def fuse(lexical: dict[int, float], dense: dict[int, float], lexical_weight: flo
     return fused
 
 
-def _hits(store: Store, scores: dict[int, float], k: int, radius: int) -> list[Hit]:
+def rank(store: Store, scores: dict[int, float], k: int, radius: int = 1) -> list[Hit]:
     """Best passage per turn, best turns first; a turn already shown beside a better hit is skipped."""
     turns = store.passage_turns(list(scores))
     best: dict[tuple[str, str], tuple[float, Turn]] = {}
@@ -114,6 +116,15 @@ def _hits(store: Store, scores: dict[int, float], k: int, radius: int) -> list[H
         shown.add((turn.session_id, turn.seq))
         shown.update((turn.session_id, c.seq) for c in context)
         hits.append(
-            Hit(turn.session_id, turn.turn_uuid, turn.seq, turn.ts, turn.role, turn.text, score, context)
+            Hit(
+                turn.session_id,
+                turn.turn_uuid,
+                turn.seq,
+                turn.ts,
+                turn.role,
+                turn.text,
+                score,
+                context,
+            )
         )
     return hits

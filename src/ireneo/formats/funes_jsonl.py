@@ -43,7 +43,9 @@ def parse_lines(lines: Iterable[str], name: str) -> list[Turn]:
         turn = parse_line(line, where)
         key = (turn.session_id, turn.turn_uuid)
         if key in seen:
-            raise FormatError(where, f"turn_uuid {turn.turn_uuid!r} appears twice in {turn.session_id!r}")
+            raise FormatError(
+                where, f"turn_uuid {turn.turn_uuid!r} appears twice in {turn.session_id!r}"
+            )
         seen.add(key)
         turns.append(turn)
     return turns
@@ -68,7 +70,9 @@ def parse_line(line: str, where: str) -> Turn:
     try:
         ts = parse_ts(_string(obj, "ts", where))
     except ValueError as exc:
-        raise FormatError(where, f"bad ts {obj['ts']!r}: use RFC 3339, e.g. 2026-10-08T09:14:00Z") from exc
+        raise FormatError(
+            where, f"bad ts {obj['ts']!r}: use RFC 3339, e.g. 2026-10-08T09:14:00Z"
+        ) from exc
     harness = _string(obj, "harness", where)
     if not _HARNESS.fullmatch(harness):
         raise FormatError(where, f"harness {harness!r} must match [a-z0-9_-]+")
@@ -99,7 +103,9 @@ def _blocks(value: object, where: str) -> tuple[Block, ...]:
             raise FormatError(where, f"blocks[{i}] must be an object")
         kind = item.get("block_type")
         if kind not in BLOCK_TYPES:
-            raise FormatError(where, f"blocks[{i}].block_type {kind!r} is not one of {', '.join(BLOCK_TYPES)}")
+            raise FormatError(
+                where, f"blocks[{i}].block_type {kind!r} is not one of {', '.join(BLOCK_TYPES)}"
+            )
         text = item.get("text")
         if not isinstance(text, str):
             raise FormatError(where, f"blocks[{i}].text must be a string")

@@ -125,7 +125,9 @@ class Store(ABC):
 
     # -- search candidates --------------------------------------------------------------------
     @abstractmethod
-    def lexical_search(self, terms: list[str], limit: int, filters: Filters) -> list[tuple[int, float]]:
+    def lexical_search(
+        self, terms: list[str], limit: int, filters: Filters
+    ) -> list[tuple[int, float]]:
         """Passages matching any term, best first, as `(passage_id, score)`, higher is better."""
 
     @abstractmethod
@@ -133,7 +135,9 @@ class Store(ABC):
         """The lexical score of each given passage that matches (absent: no match)."""
 
     @abstractmethod
-    def dense_search(self, query: np.ndarray, limit: int, filters: Filters) -> list[tuple[int, float]]:
+    def dense_search(
+        self, query: np.ndarray, limit: int, filters: Filters
+    ) -> list[tuple[int, float]]:
         """Passages nearest to a normalised query vector (cosine), best first."""
 
     @abstractmethod
@@ -150,7 +154,9 @@ class Store(ABC):
         """Turns within `radius` of `seq` in the same conversation, the turn itself excluded."""
 
     @abstractmethod
-    def get_turns(self, session_id: str, from_seq: int | None, to_seq: int | None) -> list[Turn]: ...
+    def get_turns(
+        self, session_id: str, from_seq: int | None, to_seq: int | None
+    ) -> list[Turn]: ...
 
     @abstractmethod
     def sessions(self, since: datetime | None, until: datetime | None) -> list[SessionSummary]: ...

@@ -108,7 +108,9 @@ class SQLiteStore(Store):
                     f"INSERT INTO migrations VALUES ({version}, datetime('now')); COMMIT;"
                 )
             if self._get_meta("ref_salt") is None:
-                self._db.execute("INSERT OR IGNORE INTO meta VALUES ('ref_salt', ?)", (secrets.token_hex(16),))
+                self._db.execute(
+                    "INSERT OR IGNORE INTO meta VALUES ('ref_salt', ?)", (secrets.token_hex(16),)
+                )
 
     def _transaction(self):
         return _Transaction(self._db, self._lock)
@@ -160,8 +162,12 @@ class SQLiteStore(Store):
                     result.unchanged += 1
                     continue
                 values = (
-                    turn.seq, format_ts(turn.ts), turn.role, turn.harness,
-                    _blocks_json(turn.blocks), content_hash,
+                    turn.seq,
+                    format_ts(turn.ts),
+                    turn.role,
+                    turn.harness,
+                    _blocks_json(turn.blocks),
+                    content_hash,
                 )
                 if row:
                     turn_id = row[0]
@@ -234,13 +240,19 @@ class SQLiteStore(Store):
             db.execute("DELETE FROM vectors")
 
     # -- search candidates ---------------------------------------------------------------------------
-    def lexical_search(self, terms: list[str], limit: int, filters: Filters) -> list[tuple[int, float]]:
+    def lexical_search(
+        self, terms: list[str], limit: int, filters: Filters
+    ) -> list[tuple[int, float]]:
         if not terms:
             return []
         where, params = _filter_sql(filters)
         sql = (
             "SELECT passages_fts.rowid, -bm25(passages_fts) FROM passages_fts "
-            + ("JOIN passages p ON p.id = passages_fts.rowid JOIN turns t ON t.id = p.turn_id " if where else "")
+            + (
+                "JOIN passages p ON p.id = passages_fts.rowid JOIN turns t ON t.id = p.turn_id "
+                if where
+                else ""
+            )
             + "WHERE passages_fts MATCH ? "
             + (f"AND {where} " if where else "")
             + "ORDER BY bm25(passages_fts) LIMIT ?"
@@ -260,7 +272,9 @@ class SQLiteStore(Store):
             ).fetchall()
         return dict(rows)
 
-    def dense_search(self, query: np.ndarray, limit: int, filters: Filters) -> list[tuple[int, float]]:
+    def dense_search(
+        self, query: np.ndarray, limit: int, filters: Filters
+    ) -> list[tuple[int, float]]:
         ids, matrix = self._vectors()
         if len(ids) == 0:
             return []
@@ -304,16 +318,21 @@ class SQLiteStore(Store):
             ).fetchall()
             if rows:
                 new_ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-                new = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
+                new = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(
+                    len(rows), -1
+                )
                 self._ids = np.concatenate([self._ids, new_ids])
-                self._matrix = new.copy() if len(self._matrix) == 0 else np.vstack([self._matrix, new])
+                self._matrix = (
+                    new.copy() if len(self._matrix) == 0 else np.vstack([self._matrix, new])
+                )
             return self._ids, self._matrix
 
     def _filtered_passage_ids(self, filters: Filters) -> np.ndarray:
         where, params = _filter_sql(filters)
         with self._lock:
             rows = self._db.execute(
-                f"SELECT p.id FROM passages p JOIN turns t ON t.id = p.turn_id WHERE {where}", params
+                f"SELECT p.id FROM passages p JOIN turns t ON t.id = p.turn_id WHERE {where}",
+                params,
             ).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
@@ -357,7 +376,8 @@ class SQLiteStore(Store):
             rows = self._db.execute(
                 "SELECT t.session_id, min(t.ts), max(t.ts), count(*), "
                 "(SELECT blocks FROM turns f WHERE f.session_id = t.session_id ORDER BY seq LIMIT 1) "
-                "FROM turns t " + (f"WHERE {where} " if where else "")
+                "FROM turns t "
+                + (f"WHERE {where} " if where else "")
                 + "GROUP BY t.session_id ORDER BY min(t.ts), t.session_id",
                 params,
             ).fetchall()
@@ -368,12 +388,16 @@ class SQLiteStore(Store):
 
     def session_ref(self, session_id: str) -> str | None:
         with self._lock:
-            row = self._db.execute("SELECT ref FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+            row = self._db.execute(
+                "SELECT ref FROM sessions WHERE session_id = ?", (session_id,)
+            ).fetchone()
         return row[0] if row else None
 
     def resolve_ref(self, ref: str) -> str | None:
         with self._lock:
-            row = self._db.execute("SELECT session_id FROM sessions WHERE ref = ?", (ref,)).fetchone()
+            row = self._db.execute(
+                "SELECT session_id FROM sessions WHERE ref = ?", (ref,)
+            ).fetchone()
         return row[0] if row else None
 
     def status(self) -> Status:
@@ -385,9 +409,7 @@ class SQLiteStore(Store):
             embedded = self._db.execute("SELECT count(*) FROM vectors").fetchone()[0]
             model = self._get_meta("model")
             last = self._get_meta("last_written")
-        disk = sum(
-            p.stat().st_size for p in self.path.parent.glob(DB_NAME + "*") if p.is_file()
-        )
+        disk = sum(p.stat().st_size for p in self.path.parent.glob(DB_NAME + "*") if p.is_file())
         return Status(turns, sessions, passages, embedded, model, disk, last)
 
 

@@ -1,0 +1,267 @@
+"""`ireneo bench`: accuracy and cost of recall on synthetic histories, against baselines.
+
+For each language and size: generate a history, index it in a child process (time, peak RSS),
+ask every question in its long and short form through ireneo and three baselines built on the
+same store (BM25 only, dense only, and funes' fusion: BM25 top-30 + dense top-30, RRF k=60),
+then measure warm latency and serving RSS in a fresh child, cold latency as whole `ireneo recall`
+processes, and how fast a new conversation becomes searchable. Results go to `bench/results/` as
+JSON, a markdown table and PNG plots. Ratios against the baselines come from the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ireneo import search
+from ireneo.analyze import query_terms
+from ireneo.bench.generate import Question, generate, write_funes_jsonl, write_questions
+from ireneo.memory import Memory
+from ireneo.model import Hit
+from ireneo.render import render_hit
+from ireneo.store import Filters
+
+KS = (1, 3, 8)
+BASELINE_DEPTH = 30
+
+
+@dataclass
+class Config:
+    sizes: tuple[int, ...] = (1000, 3000, 10000)
+    langs: tuple[str, ...] = ("en", "ru", "ko")
+    family: str = "A"
+    questions: int = 100
+    cold_samples: int = 5
+    seed: int = 0
+    model: str | None = None
+    out: Path = Path("bench/results")
+
+    @classmethod
+    def quick(cls, **overrides) -> Config:
+        return cls(
+            **{"sizes": (1000,), "langs": ("en",), "questions": 50, "cold_samples": 3, **overrides}
+        )
+
+
+@dataclass
+class Run:
+    lang: str
+    size: int
+    accuracy: dict[str, dict[str, dict[str, float]]] = field(
+        default_factory=dict
+    )  # method→form→metric
+    perf: dict[str, float] = field(default_factory=dict)
+
+
+# -- the methods compared, all on the same store -------------------------------------------------
+
+
+def method_ireneo(memory: Memory, query: str, k: int) -> list[Hit]:
+    return memory.recall(query, k=k)
+
+
+def method_bm25(memory: Memory, query: str, k: int) -> list[Hit]:
+    scores = dict(memory.store.lexical_search(query_terms(query), search.CANDIDATES, Filters()))
+    return search.rank(memory.store, scores, k)
+
+
+def method_dense(memory: Memory, query: str, k: int) -> list[Hit]:
+    vector = memory.embedder.embed_query(query)
+    return search.rank(
+        memory.store, dict(memory.store.dense_search(vector, search.CANDIDATES, Filters())), k
+    )
+
+
+def method_funes_rrf(memory: Memory, query: str, k: int) -> list[Hit]:
+    """The reference's fusion: reciprocal rank fusion of the two top-30 lists, k=60, equal weights."""
+    lexical = memory.store.lexical_search(query_terms(query), BASELINE_DEPTH, Filters())
+    dense = memory.store.dense_search(memory.embedder.embed_query(query), BASELINE_DEPTH, Filters())
+    scores: dict[int, float] = {}
+    for ranking in (lexical, dense):
+        for position, (pid, _) in enumerate(ranking):
+            scores[pid] = scores.get(pid, 0.0) + 1.0 / (60 + position + 1)
+    return search.rank(memory.store, scores, k)
+
+
+METHODS: dict[str, Callable[[Memory, str, int], list[Hit]]] = {
+    "ireneo": method_ireneo,
+    "bm25": method_bm25,
+    "dense": method_dense,
+    "funes_rrf": method_funes_rrf,
+}
+
+
+# -- accuracy -------------------------------------------------------------------------------------
+
+
+def first_rank(hits: list[Hit], question: Question) -> tuple[int | None, int | None]:
+    """1-based rank of the first hit whose shown text holds the answer, and of the first hit from
+    the right conversation (strict)."""
+    answer = strict = None
+    for position, hit in enumerate(hits, 1):
+        if answer is None and question.answer in render_hit(position, hit):
+            answer = position
+        if strict is None and hit.session_id == question.session_id:
+            strict = position
+    return answer, strict
+
+
+def accuracy(memory: Memory, questions: list[Question], progress: Callable[[], None]) -> dict:
+    """hit@k (answer shown) and strict@k (right conversation) per method and question form."""
+    ranks: dict[str, dict[str, list[tuple[int | None, int | None]]]] = {}
+    for question in questions:
+        for form in ("long", "short"):
+            query = getattr(question, form)
+            for name, method in METHODS.items():
+                ranks.setdefault(name, {}).setdefault(form, []).append(
+                    first_rank(method(memory, query, max(KS)), question)
+                )
+        progress()
+    table: dict[str, dict[str, dict[str, float]]] = {}
+    for name, forms in ranks.items():
+        for form, pairs in forms.items():
+            metrics = {}
+            for k in KS:
+                metrics[f"hit@{k}"] = sum(a is not None and a <= k for a, _ in pairs) / len(pairs)
+                metrics[f"strict@{k}"] = sum(s is not None and s <= k for _, s in pairs) / len(
+                    pairs
+                )
+            table.setdefault(name, {})[form] = metrics
+    return table
+
+
+def misses(memory: Memory, questions: list[Question], k: int = 3) -> list[dict]:
+    """The questions ireneo does not answer in its top k (strict), for reading, not scoring."""
+    out = []
+    for question in questions:
+        for form in ("long", "short"):
+            hits = memory.recall(getattr(question, form), k=k)
+            if first_rank(hits, question)[1] is None:
+                out.append(
+                    {
+                        "query": getattr(question, form),
+                        "want": question.session_id,
+                        "answer": question.answer,
+                        "got": [h.text[:160] for h in hits],
+                    }
+                )
+    return out
+
+
+# -- cost -----------------------------------------------------------------------------------------------
+
+
+def child(args: list[str]) -> tuple[float, float, str]:
+    """Run a Python child; returns (seconds, its own peak RSS in MB, stdout).
+
+    Output goes to files rather than pipes so the child can be reaped with wait4, which is what
+    reports that one child's peak memory.
+    """
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        started = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, *args], stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0), err.seek(0)
+        if proc.returncode:
+            raise RuntimeError(f"{' '.join(args)} failed: {err.read().strip()[-2000:]}")
+        return seconds, usage.ru_maxrss / 1024, out.read()
+
+
+def index_cost(home: Path, source: Path, model: str | None) -> dict[str, float]:
+    args = ["-m", "ireneo.cli", "index", "--home", str(home), "--json", str(source)]
+    if model:
+        args += ["--model", model]
+    seconds, rss, out = child(args)
+    report = json.loads(out)
+    return {
+        "index_s": seconds,
+        "turns_per_s": report["turns_added"] / seconds,
+        "index_peak_rss_mb": rss,
+    }
+
+
+def cold_latency(home: Path, questions: list[Question], samples: int) -> float:
+    times = []
+    for question in questions[:samples]:
+        seconds, _, _ = child(
+            [
+                "-m",
+                "ireneo.cli",
+                "recall",
+                "--home",
+                str(home),
+                "--json",
+                "-k",
+                "8",
+                "--",
+                question.short,
+            ]
+        )
+        times.append(seconds * 1000)
+    return statistics.median(times)
+
+
+# -- the run --------------------------------------------------------------------------------------------
+
+
+def run(config: Config, progress_factory=None) -> list[Run]:
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="ireneo-bench-") as scratch:
+        for lang in config.langs:
+            for size in config.sizes:
+                runs.append(
+                    run_one(config, lang, size, Path(scratch) / f"{lang}-{size}", progress_factory)
+                )
+    return runs
+
+
+def run_one(config: Config, lang: str, size: int, scratch: Path, progress_factory) -> Run:
+    history = generate(
+        size, lang=lang, family=config.family, seed=config.seed, questions=config.questions
+    )
+    source, home = scratch / "src", scratch / "home"
+    write_funes_jsonl(history, source)
+    write_questions(history, scratch / "questions.json")
+    result = Run(lang, size)
+    result.perf.update(index_cost(home, source, config.model))
+    with Memory(home, model=config.model) as memory:
+        advance = (
+            progress_factory(f"{lang} {size:,}", len(history.questions))
+            if progress_factory
+            else (lambda: None)
+        )
+        result.accuracy = accuracy(memory, history.questions, advance)
+        result.perf["disk_mb"] = memory.status().disk_bytes / 2**20
+        (scratch.parent / f"misses-{lang}-{size}.json").write_text(
+            json.dumps(misses(memory, history.questions), ensure_ascii=False, indent=1)
+        )
+    _, _, out = child(["-m", "ireneo.bench.probe", str(home), str(scratch / "questions.json")])
+    result.perf.update(json.loads(out))
+    result.perf["cold_p50_ms"] = cold_latency(home, history.questions, config.cold_samples)
+    return result
+
+
+def save(runs: list[Run], config: Config, started: str) -> Path:
+    from ireneo.bench.report import markdown, plots
+
+    config.out.mkdir(parents=True, exist_ok=True)
+    document = {
+        "started": started,
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()},
+        "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0]},
+        "runs": [asdict(r) for r in runs],
+    }
+    (config.out / "latest.json").write_text(json.dumps(document, indent=1))
+    (config.out / "latest.md").write_text(markdown(document))
+    plots(document, config.out)
+    return config.out / "latest.md"

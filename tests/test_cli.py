@@ -1,0 +1,176 @@
+"""The command line's output is a contract: pinned here byte for byte (see docs/output.md)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from ireneo.cli import main
+from tests.conftest import SAMPLES, conversation, turn_line, write_jsonl
+
+
+@pytest.fixture
+def run(home):
+    def invoke(*args: str, code: int = 0) -> str:
+        result = CliRunner().invoke(main, [*args[:1], "--home", str(home), *args[1:]])
+        assert result.exit_code == code, result.output
+        return result.output
+
+    return invoke
+
+
+@pytest.fixture
+def indexed(run):
+    run("index", str(SAMPLES))
+    return run
+
+
+def test_index_reports_counts_then_nothing_to_do(run):
+    assert run("index", str(SAMPLES)) == (
+        "6 files indexed, 0 unchanged, 0 refused; turns: 24 added, 0 replaced, 0 unchanged; "
+        "24 passages embedded\n"
+    )
+    again = json.loads(run("index", "--json", str(SAMPLES)))
+    assert again == {
+        "files_indexed": 0,
+        "files_unchanged": 6,
+        "files_refused": 0,
+        "turns_added": 0,
+        "turns_replaced": 0,
+        "turns_unchanged": 0,
+        "passages_embedded": 0,
+        "refused": [],
+    }
+
+
+def test_index_refusal_exits_1_and_names_file_line(run, tmp_path):
+    bad = write_jsonl(tmp_path / "x.funes.jsonl", [turn_line("s", 0, "ok"), "not json"])
+    result = CliRunner().invoke(main, ["index", "--home", str(tmp_path / "h"), str(bad)])
+    assert result.exit_code == 1
+    assert f"refused {bad}:2: not JSON" in result.output
+
+
+def test_recall_text_is_pinned(indexed):
+    assert indexed("recall", "-k", "1", "--", "acceptable but tight") == (
+        "[1] 2026-10-08 09:18 UTC · conversation 2026-10-08-capacity-n11 · turn 2\n"
+        "    [1] assistant: With the N-11 upgrade, the expected load on the North finishing line is about "
+        "2,185 of 2,400 units/d, which is 91%.\n"
+        "  > [2] user: 91% is acceptable but tight. Let's go ahead with the N-11 upgrade proposal.\n"
+        "    [3] assistant: Decision recorded: go ahead with the N-11 upgrade. Note that it cannot be "
+        "scheduled until maintenance ticket MT-4471 on K-2 is closed, because the upgrade needs line 2 "
+        "at full speed.\n"
+    )
+
+
+def test_recall_json_fields_match_the_interface(indexed):
+    document = json.loads(indexed("recall", "--json", "-k", "2", "--", "MT-4471"))
+    assert document["query"] == "MT-4471"
+    assert len(document["hits"]) == 2
+    for hit in document["hits"]:
+        assert list(hit) == [
+            "session_id",
+            "turn_uuid",
+            "seq",
+            "ts",
+            "role",
+            "text",
+            "score",
+            "context",
+        ]
+        assert all(list(c) == ["seq", "role", "text"] for c in hit["context"])
+    assert document["hits"][0]["session_id"] == "2026-10-03-shift-handover"
+    assert document["hits"][0]["ts"].endswith("Z")
+
+
+def test_query_that_starts_with_a_dash_is_text(indexed):
+    assert json.loads(indexed("recall", "--json", "--", "-k", "100"))["query"] == "-k 100"
+
+
+def test_recall_miss_says_so(run):
+    assert run("recall", "--", "anything") == "No passages found for 'anything'.\n"
+
+
+def test_get_and_ranges(indexed):
+    assert indexed("get", "2026-10-10-hoegi-ko") == (
+        "conversation 2026-10-10-hoegi-ko · turns 0–1\n\n"
+        "[0] 2026-10-10 02:30 UTC · user\n부산 창고의 CH-294 냉각기 점검 결과를 정리해 줘.\n\n"
+        "[1] 2026-10-10 02:32 UTC · assistant\n"
+        "CH-294의 점검 결과: 냉매 압력이 정상보다 낮습니다. 정비 티켓 MT-5002가 열려 있으며 담당자는 김민준입니다.\n"
+    )
+    turns = json.loads(
+        indexed("get", "--json", "2026-10-01-nightly-jobs", "--from", "2", "--to", "3")
+    )["turns"]
+    assert [t["seq"] for t in turns] == [2, 3]
+    assert list(turns[0]) == [
+        "session_id",
+        "turn_uuid",
+        "seq",
+        "ts",
+        "role",
+        "harness",
+        "text",
+        "blocks",
+    ]
+
+
+def test_get_unknown_session_names_the_next_command(indexed):
+    assert "ireneo sessions" in indexed("get", "nope", code=1)
+
+
+def test_scan_finds_exact_strings_only(indexed):
+    assert indexed("scan", "2026-10-03-shift-handover", "Tuesday") == (
+        "[2] 2026-10-03 18:09 user: Add that the spare bearing arrives Tuesday.\n"
+        "[3] 2026-10-03 18:11 assistant: Added: the spare bearing for K-2 is expected on Tuesday.\n"
+    )
+    assert indexed("scan", "2026-10-03-shift-handover", "tuesday") == (
+        "'tuesday' does not occur in 2026-10-03-shift-handover.\n"
+    )
+
+
+def test_sessions_with_dates(indexed):
+    lines = indexed("sessions", "--since", "2026-10-09").splitlines()
+    assert lines == [
+        "2026-10-09 10:00     2 turns  2026-10-09-proekt-ru  Напомни, сколько брака было на линии упаковки в Казани в сентябре?",
+        "2026-10-10 02:30     2 turns  2026-10-10-hoegi-ko  부산 창고의 CH-294 냉각기 점검 결과를 정리해 줘.",
+    ]
+    listed = json.loads(indexed("sessions", "--json", "--until", "2026-09-30"))["sessions"]
+    assert [s["session_id"] for s in listed] == ["2026-09-29-output-review"]
+
+
+def test_status(indexed, home):
+    document = json.loads(indexed("status", "--json"))
+    assert document["conversations"] == 6 and document["turns"] == 24 and document["embedded"] == 24
+    assert document["model"] == "minilm-l6-v2-int8" and document["disk_bytes"] > 0
+    text = indexed("status")
+    assert text.startswith(f"home:          {home}\nconversations: 6\nturns:         24\n")
+
+
+def test_bad_date_is_a_clear_error(indexed):
+    assert "'last week' is not a date" in indexed(
+        "recall", "--since", "last week", "--", "x", code=1
+    )
+
+
+def test_installed_entry_point_runs_offline(tmp_path):
+    conversation(tmp_path / "src", "c1", ["pump P-003 seal leak, ticket MT-1040"])
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1", "NO_PROXY": "*"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "ireneo.cli",
+        "index",
+        "--home",
+        str(tmp_path / "h"),
+        str(tmp_path / "src"),
+    ]
+    subprocess.run(cmd, check=True, env=env, capture_output=True)
+    out = subprocess.run(
+        [*cmd[:3], "recall", "--home", str(tmp_path / "h"), "--json", "--", "MT-1040"],
+        check=True,
+        env=env,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert json.loads(out)["hits"][0]["session_id"] == "c1"

@@ -1,0 +1,46 @@
+from datetime import UTC, datetime
+
+from ireneo.model import ContextTurn, Hit
+from ireneo.render import render_hits
+
+TS = datetime(2026, 10, 8, 9, 14, tzinfo=UTC)
+
+
+def hit(n: int, text: str = "text", context: list[ContextTurn] | None = None) -> Hit:
+    return Hit(f"s{n}", f"u{n}", 4, TS, "assistant", text, 0.5, context or [])
+
+
+def test_multiline_turns_are_indented_and_context_clipped():
+    context = [ContextTurn(3, "user", TS, "q" * 700)]
+    out = render_hits([hit(1, "line one\nline two", context)])
+    assert out == (
+        "[1] 2026-10-08 09:14 UTC · conversation s1 · turn 4\n"
+        f"    [3] user: {'q' * 600} […]\n"
+        "  > [4] assistant: line one\n      line two"
+    )
+
+
+def test_refs_replace_session_ids():
+    assert render_hits([hit(1)], refs={"s1": "abc123"}).startswith(
+        "[1] 2026-10-08 09:14 UTC · ref abc123 · turn 4"
+    )
+
+
+def test_cap_keeps_whole_hits_and_says_how_many_were_cut():
+    hits = [hit(i, "x" * 100) for i in range(1, 6)]
+    out = render_hits(hits, max_chars=400)
+    assert len(out) <= 400
+    assert out.count("  > [4]") == 2
+    assert out.endswith("[… 3 more passages cut]")
+
+
+def test_cap_smaller_than_the_first_hit_keeps_its_beginning():
+    out = render_hits([hit(1, "y" * 5000), hit(2)], max_chars=300)
+    assert len(out) <= 300
+    assert out.startswith("[1] 2026-10-08") and "y" * 100 in out
+    assert out.endswith(" […]\n\n[… 1 more passage cut]")
+
+
+def test_no_cap_needed_means_no_footer():
+    out = render_hits([hit(1), hit(2)], max_chars=10_000)
+    assert "cut]" not in out and out.count("\n\n") == 1
