@@ -55,6 +55,7 @@ def test_index_refusal_exits_1_and_names_file_line(run, tmp_path):
 def test_recall_text_is_pinned(indexed):
     assert indexed("recall", "-k", "1", "--", "acceptable but tight") == (
         "[1] 2026-10-08 09:18 UTC · conversation 2026-10-08-capacity-n11 · turn 2\n"
+        "    [0] user: Capacity check for the N-11 upgrade: can the North finishing line take it?\n"
         "    [1] assistant: With the N-11 upgrade, the expected load on the North finishing line is about "
         "2,185 of 2,400 units/d, which is 91%.\n"
         "  > [2] user: 91% is acceptable but tight. Let's go ahead with the N-11 upgrade proposal.\n"

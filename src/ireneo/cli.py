@@ -274,18 +274,15 @@ def _turn_dict(turn: Turn) -> dict:
     }
 
 
-def _register_optional_commands() -> None:
-    """Verbs that live with their own layer (the server, the benchmark) join the group here."""
+def _register_server_commands() -> None:
+    """The server's verbs live with the server (ireneo.server.commands)."""
     from ireneo.server.commands import mcp, serve, token
 
     for command in (serve, mcp, token):
         main.add_command(command)
 
 
-try:
-    _register_optional_commands()
-except ImportError:  # pragma: no cover - only while the server package is being written
-    pass
+_register_server_commands()
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ class Memory:
         self.store = open_store(self.home)
         stored = self.store.get_meta("model")
         requested = model or os.environ.get("IRENEO_MODEL")
-        if stored and requested and requested != stored and self.store.status().embedded:
+        if stored and requested and requested != stored:
             raise ModelMismatch(stored, requested, str(self.home))
         self.model_name = requested or stored or DEFAULT_MODEL
         self._embedder: Embedder | None = None
@@ -139,7 +139,7 @@ class Memory:
         return self.store.status()
 
     def is_empty(self) -> bool:
-        return self.store.status().turns == 0
+        return self.store.is_empty()
 
     def session_ref(self, session_id: str) -> str:
         ref = self.store.session_ref(session_id)

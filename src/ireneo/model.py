@@ -38,6 +38,9 @@ class Turn:
     def text(self) -> str:
         return "\n\n".join(block.render() for block in self.blocks if block.text)
 
+    def as_context(self) -> ContextTurn:
+        return ContextTurn(self.seq, self.role, self.ts, self.text)
+
 
 @dataclass(frozen=True)
 class ContextTurn:

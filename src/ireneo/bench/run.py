@@ -69,15 +69,15 @@ def method_ireneo(memory: Memory, query: str, k: int) -> list[Hit]:
 
 
 def method_bm25(memory: Memory, query: str, k: int) -> list[Hit]:
-    scores = dict(memory.store.lexical_search(query_terms(query), search.CANDIDATES, Filters()))
-    return search.rank(memory.store, scores, k)
+    """FTS5's own BM25 over all the query's terms, best passage per turn."""
+    return _turn_hits(
+        memory, memory.store.lexical_search(query_terms(query), search.CANDIDATES, Filters()), k
+    )
 
 
 def method_dense(memory: Memory, query: str, k: int) -> list[Hit]:
     vector = memory.embedder.embed_query(query)
-    return search.rank(
-        memory.store, dict(memory.store.dense_search(vector, search.CANDIDATES, Filters())), k
-    )
+    return _turn_hits(memory, memory.store.dense_search(vector, search.CANDIDATES, Filters()), k)
 
 
 def method_funes_rrf(memory: Memory, query: str, k: int) -> list[Hit]:
@@ -88,7 +88,22 @@ def method_funes_rrf(memory: Memory, query: str, k: int) -> list[Hit]:
     for ranking in (lexical, dense):
         for position, (pid, _) in enumerate(ranking):
             scores[pid] = scores.get(pid, 0.0) + 1.0 / (60 + position + 1)
-    return search.rank(memory.store, scores, k)
+    return _turn_hits(memory, list(scores.items()), k)
+
+
+def _turn_hits(memory: Memory, passage_scores: list[tuple[int, float]], k: int) -> list[Hit]:
+    """A baseline's passage ranking as hits: each turn scored by its best passage."""
+    where = {
+        p.passage_id: (p.session_id, p.seq)
+        for p in memory.store.passages_near([pid for pid, _ in passage_scores], 0)
+    }
+    turns: dict[tuple[str, int], float] = {}
+    for pid, score in passage_scores:
+        key = where[pid]
+        turns[key] = max(score, turns.get(key, score))
+    return search.build_hits(
+        memory.store, {key: search.Score(v, v) for key, v in turns.items()}, k, radius=1
+    )
 
 
 METHODS: dict[str, Callable[[Memory, str, int], list[Hit]]] = {

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ireneo.store.base import Filters, PassageDraft, SourceState, Status, Store, StoreResult
+from ireneo.store.base import (
+    Filters,
+    NearPassage,
+    PassageDraft,
+    SourceState,
+    Status,
+    Store,
+    StoreResult,
+    TermStats,
+)
 
 
 def open_store(home: Path) -> Store:
@@ -14,4 +23,14 @@ def open_store(home: Path) -> Store:
     return SQLiteStore(home)
 
 
-__all__ = ["Filters", "PassageDraft", "SourceState", "Status", "Store", "StoreResult", "open_store"]
+__all__ = [
+    "Filters",
+    "NearPassage",
+    "PassageDraft",
+    "SourceState",
+    "Status",
+    "Store",
+    "StoreResult",
+    "TermStats",
+    "open_store",
+]

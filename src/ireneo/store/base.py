@@ -14,7 +14,7 @@ from datetime import datetime
 
 import numpy as np
 
-from ireneo.model import ContextTurn, SessionSummary, Turn
+from ireneo.model import SessionSummary, Turn
 
 
 @dataclass(frozen=True)
@@ -63,11 +63,21 @@ class Filters:
 
 
 @dataclass(frozen=True)
-class PassageTurn:
-    """The turn a passage belongs to, as search needs it to build a hit."""
-
+class NearPassage:
     passage_id: int
-    turn: Turn
+    session_id: str
+    seq: int
+    ts: datetime
+    role: str
+    block_type: str
+    terms: str
+
+
+@dataclass(frozen=True)
+class TermStats:
+    passages: int
+    average_length: float
+    document_frequency: dict[str, int]
 
 
 @dataclass
@@ -128,11 +138,18 @@ class Store(ABC):
     def lexical_search(
         self, terms: list[str], limit: int, filters: Filters
     ) -> list[tuple[int, float]]:
-        """Passages matching any term, best first, as `(passage_id, score)`, higher is better."""
+        """Candidates matching any term, best first by the store's own ranking, as
+        `(passage_id, score)`; search.py scores every candidate again with BM25."""
 
     @abstractmethod
-    def lexical_scores(self, terms: list[str], passage_ids: list[int]) -> dict[int, float]:
-        """The lexical score of each given passage that matches (absent: no match)."""
+    def term_stats(self, terms: list[str]) -> TermStats:
+        """BM25's corpus statistics: passages, their average length in terms, and how many
+        passages hold each of the given terms."""
+
+    @abstractmethod
+    def passages_near(self, passage_ids: list[int], reach: int) -> list[NearPassage]:
+        """Every passage of the turns within `reach` turns of each given passage's turn (in the
+        same conversation), each once: the material of the windows search.py scores."""
 
     @abstractmethod
     def dense_search(
@@ -146,14 +163,6 @@ class Store(ABC):
 
     # -- reads ----------------------------------------------------------------------------------
     @abstractmethod
-    def passage_turns(self, passage_ids: list[int]) -> dict[int, Turn]:
-        """The turn of each passage."""
-
-    @abstractmethod
-    def neighbours(self, session_id: str, seq: int, radius: int) -> list[ContextTurn]:
-        """Turns within `radius` of `seq` in the same conversation, the turn itself excluded."""
-
-    @abstractmethod
     def get_turns(
         self, session_id: str, from_seq: int | None, to_seq: int | None
     ) -> list[Turn]: ...
@@ -166,6 +175,9 @@ class Store(ABC):
 
     @abstractmethod
     def resolve_ref(self, ref: str) -> str | None: ...
+
+    @abstractmethod
+    def is_empty(self) -> bool: ...
 
     @abstractmethod
     def status(self) -> Status: ...

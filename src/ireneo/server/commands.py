@@ -1,0 +1,106 @@
+"""The server's command-line verbs: `ireneo serve`, `ireneo mcp`, `ireneo token`.
+
+Register them on the main group with `main.add_command(...)` (`serve`, `mcp`, `token`). The
+server stack (FastMCP, uvicorn) is imported only when a verb runs, so the CLI starts fast.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from pathlib import Path
+
+import click
+
+HOME_HELP = "Memory directory [env IRENEO_HOME; default ~/.local/share/ireneo]."
+
+
+def _settings(**overrides: object):
+    from ireneo.server.settings import Settings, SettingsError
+
+    try:
+        return Settings.from_env(**overrides)
+    except SettingsError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--home", type=click.Path(file_okay=False, path_type=Path), help=HOME_HELP)
+@click.option(
+    "--dev",
+    is_flag=True,
+    default=False,
+    help="Local development: allow a missing or short ingest key and a short token secret "
+    "[env IRENEO_DEV=1].",
+)
+def serve(host: str, port: int, home: Path | None, dev: bool) -> None:
+    """Run the HTTP server: POST /turns, /mcp (bearer token), GET /health."""
+    settings = _settings(home=home, dev=True if dev else None)
+    problems = settings.problems()
+    if problems:
+        raise click.ClickException("refusing to start:\n  - " + "\n  - ".join(problems))
+
+    import uvicorn
+
+    from ireneo.server.app import create_app
+    from ireneo.server.logs import configure_logging, log_event
+
+    configure_logging()
+    log = logging.getLogger("ireneo.server")
+    if settings.dev:
+        log_event(log, "dev_mode", level=logging.WARNING, ingest_key_set=bool(settings.ingest_key))
+        if not _is_loopback(host):
+            log_event(log, "dev_mode_public_address", level=logging.WARNING, host=host)
+    app = create_app(settings)
+    uvicorn.run(app, host=host, port=port, log_config=None, access_log=False, lifespan="on")
+
+
+@click.command("mcp")
+@click.option("--home", type=click.Path(file_okay=False, path_type=Path), help=HOME_HELP)
+def mcp(home: Path | None) -> None:
+    """Serve one memory over MCP on stdio, for a desktop client (no auth: your own memory)."""
+    import asyncio
+
+    from ireneo.server.app import recaller_for
+    from ireneo.server.logs import configure_logging
+    from ireneo.server.stdio import create_stdio_server
+
+    settings = _settings(home=home)
+    configure_logging(logging.WARNING)  # stderr only: stdout carries the protocol
+    server = create_stdio_server(settings.home, recaller_for(settings), model=settings.model)
+    asyncio.run(server.run_stdio_async(show_banner=False))
+
+
+@click.command("token")
+@click.option("--user", required=True, help="The user the token speaks for (its sub claim).")
+@click.option(
+    "--ttl",
+    default=3600,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Seconds until the token expires.",
+)
+def token(user: str, ttl: int) -> None:
+    """Print a development token for USER, signed with IRENEO_JWT_SECRET (HS256), with
+    IRENEO_JWT_ISSUER and IRENEO_JWT_AUDIENCE as its issuer and audience."""
+    from ireneo.server.auth import mint_token
+
+    settings = _settings()
+    try:
+        click.echo(mint_token(settings, user, ttl))
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+COMMANDS = (serve, mcp, token)

@@ -1,0 +1,153 @@
+"""The per-user debounced indexer: embeds stored turns off the request path.
+
+After a store, `schedule(key)` marks the user dirty. One asyncio task per user waits
+`debounce` seconds, clears the mark and runs `embed_pending` in a worker thread; if a store
+marked the user again meanwhile, it goes round once more. So a burst of posts gives one run,
+runs of one user never overlap, and a post during a run earns exactly one more run. At most
+`concurrency` runs go at once over all users (embedding is CPU-bound: recall keeps a core).
+Recall never waits for any of this: stored turns are keyword-searchable at once.
+
+The counters (`runs`, `overlaps`, `events`) are there for tests and logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter, deque
+from dataclasses import dataclass
+
+from ireneo.server.logs import log_event
+from ireneo.server.memories import MemoryRegistry
+
+log = logging.getLogger("ireneo.server.indexer")
+
+
+@dataclass
+class _UserState:
+    dirty: bool = False
+    task: asyncio.Task | None = None
+    running: int = 0
+
+
+class IndexStopped(Exception):
+    """Raised between two committed batches when the server shuts down."""
+
+
+class Indexer:
+    def __init__(self, registry: MemoryRegistry, *, debounce: float = 1.0, concurrency: int = 1):
+        self.registry = registry
+        self.debounce = debounce
+        self._slots = asyncio.Semaphore(max(1, concurrency))  # runs at once, over all users
+        self._users: dict[str, _UserState] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._stopping = False
+        self.runs: Counter[str] = Counter()
+        self.failures: Counter[str] = Counter()
+        self.overlaps = 0  # runs that started while another run of the same user was going
+        self.events: deque[tuple[str, str, float]] = deque(maxlen=10_000)
+
+    # -- called from the event loop -------------------------------------------------------
+    def schedule(self, key: str) -> None:
+        """Ask for an index run of this user's memory soon. Call it on the event loop."""
+        if self._stopping:
+            return
+        state = self._users.setdefault(key, _UserState())
+        state.dirty = True
+        if state.task is None or state.task.done():
+            state.task = asyncio.get_running_loop().create_task(self._loop(key, state))
+            self._tasks.add(state.task)
+            state.task.add_done_callback(self._tasks.discard)
+
+    def busy(self) -> int:
+        """Users with an index task waiting or running."""
+        return sum(1 for task in self._tasks if not task.done())
+
+    async def wait_idle(self, timeout: float = 30.0) -> None:
+        """Wait until no user has work scheduled (for tests and shutdown)."""
+        deadline = time.monotonic() + timeout
+        while self._tasks:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("indexer still busy")
+            await asyncio.wait(set(self._tasks), timeout=remaining)
+
+    async def catch_up(self) -> int:
+        """Schedule every user whose memory has turns waiting for vectors (after a crash)."""
+        try:
+            keys = await asyncio.to_thread(self._keys_with_pending)
+        except OSError as exc:
+            log_event(log, "index_catch_up", level=logging.ERROR, error=type(exc).__name__)
+            return 0
+        for key in keys:
+            self.schedule(key)
+        if keys:
+            log_event(log, "index_catch_up", users=len(keys))
+        return len(keys)
+
+    async def stop(self) -> None:
+        """Stop scheduling, cancel waiting runs; a run in a thread stops after its current batch."""
+        self._stopping = True
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # -- internals ------------------------------------------------------------------------
+    async def _loop(self, key: str, state: _UserState) -> None:
+        while state.dirty and not self._stopping:
+            await asyncio.sleep(self.debounce)
+            async with self._slots:
+                state.dirty = False  # what is stored from here on waits for the next run
+                await self._run(key, state)
+
+    async def _run(self, key: str, state: _UserState) -> None:
+        state.running += 1
+        if state.running > 1:
+            self.overlaps += 1
+        self.runs[key] += 1
+        started = time.monotonic()
+        self.events.append((key, "start", started))
+        fields: dict = {"user_key": key}
+        level = logging.INFO
+        try:
+            fields["passages"] = await asyncio.to_thread(self.embed, key)
+            fields["outcome"] = "ok"
+        except IndexStopped:
+            fields["outcome"] = "stopped"
+        except Exception as exc:
+            self.failures[key] += 1
+            level = logging.ERROR
+            fields.update(outcome="error", error=type(exc).__name__)
+        finally:
+            state.running -= 1
+            self.events.append((key, "end", time.monotonic()))
+        fields["ms"] = round((time.monotonic() - started) * 1000, 1)
+        log_event(log, "index_run", level=level, **fields)
+
+    def embed(self, key: str) -> int:
+        """One index run, in a worker thread: embed what the user's memory has pending."""
+        with self.registry.lease(key, create=False) as memory:
+            return 0 if memory is None else memory.embed_pending(progress=self._progress)
+
+    def _progress(self, done: int, total: int) -> None:
+        if self._stopping:  # each batch is committed: stopping between two loses nothing
+            raise IndexStopped
+
+    def _keys_with_pending(self) -> list[str]:
+        keys = []
+        for key in self.registry.keys_on_disk():
+            try:
+                with self.registry.lease(key, create=False) as memory:
+                    if memory is not None and memory.pending() > 0:
+                        keys.append(key)
+            except Exception as exc:
+                log_event(
+                    log,
+                    "index_catch_up",
+                    level=logging.ERROR,
+                    user_key=key,
+                    error=type(exc).__name__,
+                )
+        return keys

@@ -1,0 +1,237 @@
+"""The MCP tools: `recall_my_conversations` and `read_conversation`.
+
+Both read only the caller's own memory, which `register_tools` gets from a `Caller` function:
+over HTTP the token's subject picks the user; over stdio there is one memory. The text they
+return is the CLI's renderer output (`ireneo.render`), with opaque conversation refs instead of
+session ids. Failures never reach the agent as errors: the tools answer with a plain sentence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Annotated, Any
+
+from fastmcp import FastMCP
+from pydantic import Field
+
+from ireneo.errors import NotFound
+from ireneo.memory import Memory
+from ireneo.render import render_hits, render_turns
+from ireneo.server.logs import log_event
+
+log = logging.getLogger("ireneo.server.tools")
+
+NO_MEMORY = "No earlier conversations are stored for this user yet."
+NOTHING_RELEVANT = "Nothing relevant found in earlier conversations."
+UNAVAILABLE = "Conversation memory is unavailable right now; continue without it."
+UNKNOWN_REF = (
+    "No conversation with that ref. Use a ref exactly as recall_my_conversations printed it."
+)
+EMPTY_RANGE = "That conversation has no turns in that range."
+
+RECALL_DESCRIPTION = """\
+Search the current user's own earlier conversations with this assistant.
+Use it when the user refers to something discussed before ("last time", "earlier",
+"what did we decide", "the numbers we used"). Use short queries built around identifiers
+and key nouns ("K-2 machine ticket"); search again with other words if needed.
+Returns dated passages from past chats. Quote them; do not invent details.
+Each passage shows a ref: pass it to read_conversation to read more of that conversation."""
+
+READ_DESCRIPTION = """\
+Read more of one earlier conversation of the current user, around a passage that
+recall_my_conversations returned. `ref` is the ref printed with that passage; `from_turn` and
+`to_turn` are turn numbers (both included), e.g. a few turns before and after the passage.
+Returns the turns as they were written. Quote them; do not invent details."""
+
+MemoryLease = Callable[[], AbstractContextManager[Memory | None]]
+# The caller's identity for logs (a hashed key) and a way to open their memory; None when the
+# caller cannot be told (the tools then answer UNAVAILABLE).
+Caller = Callable[[], tuple[str, MemoryLease] | None]
+
+
+class Recaller:
+    """Bounded, fail-soft recall: at most `concurrency` at once, each within `timeout` seconds."""
+
+    def __init__(
+        self,
+        *,
+        k: int = 3,
+        max_chars: int = 4000,
+        max_query_chars: int = 500,
+        concurrency: int = 4,
+        timeout: float = 10.0,
+    ):
+        self.k = k
+        self.max_chars = max_chars
+        self.max_query_chars = max_query_chars
+        self.timeout = timeout
+        self._slots = asyncio.Semaphore(concurrency)
+        self.active = 0
+        self.peak = 0  # most recalls running at once, for tests
+        self.timeouts = 0
+
+    async def recall(self, caller: Caller, query: str) -> str:
+        query = query[: self.max_query_chars]
+        if not query.strip():
+            return NOTHING_RELEVANT
+        return await self._call("recall", caller, self._recall_sync, query, query_chars=len(query))
+
+    async def read(
+        self, caller: Caller, ref: str, from_turn: int | None, to_turn: int | None
+    ) -> str:
+        ref = ref.strip()[:64]
+        if not ref:
+            return UNKNOWN_REF
+        return await self._call(
+            "read_conversation", caller, self._read_sync, ref, from_turn, to_turn
+        )
+
+    # -- the bounded call -----------------------------------------------------------------
+    async def _call(
+        self,
+        event: str,
+        caller: Caller,
+        fn: Callable[..., tuple[str, str]],
+        *args: Any,
+        **log_fields: Any,
+    ) -> str:
+        started = time.monotonic()
+        who = caller()
+        if who is None:
+            log_event(log, event, level=logging.WARNING, outcome="no_caller")
+            return UNAVAILABLE
+        key, lease = who
+        level, fields = logging.INFO, dict(log_fields)
+        try:
+            text, outcome = await self._bounded(functools.partial(fn, lease, *args))
+        except TimeoutError:
+            self.timeouts += 1
+            level, text, outcome = logging.WARNING, UNAVAILABLE, "timeout"
+        except Exception as exc:
+            level, text, outcome = logging.ERROR, UNAVAILABLE, "error"
+            fields["error"] = type(exc).__name__
+        log_event(
+            log,
+            event,
+            level=level,
+            user_key=key,
+            outcome=outcome,
+            chars=len(text),
+            ms=round((time.monotonic() - started) * 1000, 1),
+            **fields,
+        )
+        return text
+
+    async def _bounded(self, fn: Callable[[], tuple[str, str]]) -> tuple[str, str]:
+        """Run `fn` in a worker thread holding a slot; give up waiting after `timeout`.
+
+        The slot is held until the thread is done, even when the caller gave up, so that slow
+        recalls cannot pile up threads beyond `concurrency`.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout
+        async with asyncio.timeout_at(deadline):
+            await self._slots.acquire()
+        self.active += 1
+        self.peak = max(self.peak, self.active)
+        future = loop.run_in_executor(None, fn)
+
+        def finished(done: asyncio.Future) -> None:
+            self.active -= 1
+            self._slots.release()
+            if not done.cancelled():
+                done.exception()  # retrieved: an abandoned failure is not reported twice
+
+        future.add_done_callback(finished)
+        async with asyncio.timeout_at(deadline):
+            return await asyncio.shield(future)
+
+    # -- in the worker thread -------------------------------------------------------------
+    def _recall_sync(self, lease: MemoryLease, query: str) -> tuple[str, str]:
+        with lease() as memory:
+            if memory is None:
+                return NO_MEMORY, "no_memory"
+            hits = memory.recall(query, k=self.k)
+            if not hits:  # only now ask whether anything is stored at all: it costs a count
+                if memory.is_empty():
+                    return NO_MEMORY, "no_memory"
+                return NOTHING_RELEVANT, "nothing"
+            refs = {hit.session_id: memory.session_ref(hit.session_id) for hit in hits}
+            text = render_hits(hits, max_chars=self.max_chars, refs=refs).strip()
+            return (text or NOTHING_RELEVANT), f"hits:{len(hits)}"
+
+    def _read_sync(
+        self, lease: MemoryLease, ref: str, from_turn: int | None, to_turn: int | None
+    ) -> tuple[str, str]:
+        with lease() as memory:
+            session_id = None if memory is None else memory.resolve_ref(ref)
+            if memory is None or session_id is None:
+                return UNKNOWN_REF, "unknown_ref"
+            try:
+                turns = memory.get(session_id, from_turn, to_turn)
+            except NotFound:
+                turns = []
+            if not turns:
+                try:
+                    memory.get(session_id)
+                except NotFound:
+                    return UNKNOWN_REF, "unknown_ref"
+                return EMPTY_RANGE, "empty_range"
+        return self._fit_turns(turns, ref), f"turns:{len(turns)}"
+
+    def _fit_turns(self, turns: list, ref: str) -> str:
+        """As many turns from the first as fit in `max_chars`, and where to read on."""
+        text = render_turns(turns, ref=ref)
+        if len(text) <= self.max_chars:
+            return text
+        lo, hi = 0, len(turns)  # the largest count that fits lies in [lo, hi)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if len(render_turns(turns[:mid], ref=ref)) + 80 <= self.max_chars:
+                lo = mid
+            else:
+                hi = mid
+        if lo == 0:
+            text = render_turns(turns[:1], ref=ref)[: self.max_chars - 80].rstrip() + " …"
+            lo = 1
+        else:
+            text = render_turns(turns[:lo], ref=ref)
+        if lo >= len(turns):
+            return f"{text}\n[… the rest of this turn is cut]"
+        return (
+            f"{text}\n[… more turns: call read_conversation with ref={ref} "
+            f"from_turn={turns[lo].seq}]"
+        )
+
+
+def register_tools(mcp: FastMCP, recaller: Recaller, caller: Caller) -> None:
+    """Add the two tools to `mcp`, reading the memory that `caller` picks."""
+
+    @mcp.tool(
+        name="recall_my_conversations",
+        description=RECALL_DESCRIPTION,
+        annotations={"readOnlyHint": True, "openWorldHint": False},
+        output_schema=None,
+    )
+    async def recall_my_conversations(
+        query: Annotated[str, Field(description="A few words: identifiers and key nouns.")],
+    ) -> str:
+        return await recaller.recall(caller, query)
+
+    @mcp.tool(
+        name="read_conversation",
+        description=READ_DESCRIPTION,
+        annotations={"readOnlyHint": True, "openWorldHint": False},
+        output_schema=None,
+    )
+    async def read_conversation(
+        ref: Annotated[str, Field(description="The ref printed with a recalled passage.")],
+        from_turn: Annotated[int | None, Field(description="First turn number to read.")] = None,
+        to_turn: Annotated[int | None, Field(description="Last turn number to read.")] = None,
+    ) -> str:
+        return await recaller.read(caller, ref, from_turn, to_turn)

