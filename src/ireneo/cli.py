@@ -274,15 +274,17 @@ def _turn_dict(turn: Turn) -> dict:
     }
 
 
-def _register_server_commands() -> None:
-    """The server's verbs live with the server (ireneo.server.commands)."""
+def _register_commands_of_other_layers() -> None:
+    """Verbs that live with their layer: the server's, the importers', the demo's."""
+    from ireneo.demo import demo
+    from ireneo.importing import import_
     from ireneo.server.commands import mcp, serve, token
 
-    for command in (serve, mcp, token):
+    for command in (serve, mcp, token, import_, demo):
         main.add_command(command)
 
 
-_register_server_commands()
+_register_commands_of_other_layers()
 
 
 if __name__ == "__main__":

