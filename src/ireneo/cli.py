@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from ireneo.errors import IreneoError
+from ireneo.errors import IreneoError, NotFound
 from ireneo.memory import Memory, default_home
 from ireneo.model import Turn, format_ts
 from ireneo.render import render_hits, render_sessions, render_status, render_turns
@@ -256,6 +256,79 @@ def _bench_progress():
             return lambda: bar.advance(task)
 
         yield factory
+
+
+IMPORTANCE = click.Choice(["low", "medium", "high"])
+
+
+@main.group()
+def memories() -> None:
+    """Explicit memories: facts saved on purpose, with tags, importance and expiry."""
+
+
+@memories.command("add")
+@click.argument("content", nargs=-1, required=True)
+@click.option("--tag", "tags", multiple=True, help="A tag (repeat for more).")
+@click.option("--importance", type=IMPORTANCE, default="medium", show_default=True)
+@click.option("--source", help="Where the fact came from.")
+@memory_options
+def memories_add(memory: Memory, as_json: bool, content, tags, importance, source) -> None:
+    """Save a fact. A near-duplicate of a saved one updates it instead."""
+    from ireneo.memories import describe_write
+
+    written = memory.memories.store(" ".join(content), tags, importance, source)
+    document = {"id": written.memory_id, "created": written.created, "updates": written.updates}
+    emit(as_json, document, describe_write(written))
+
+
+@memories.command("search")
+@click.argument("query", nargs=-1, required=True)
+@click.option("--tag", "tags", multiple=True, help="Only memories holding any of these tags.")
+@click.option("--min-importance", type=IMPORTANCE, help="Only this importance and above.")
+@click.option("-k", "k", type=click.IntRange(1, 100), default=10, show_default=True)
+@memory_options
+def memories_search(memory: Memory, as_json: bool, query, tags, min_importance, k) -> None:
+    """Search saved facts with the same hybrid search as conversations."""
+    from ireneo.memories import memory_to_dict, render_memory_hits
+
+    text = " ".join(query)
+    hits = memory.memories.search(
+        text, k, tags=tags or None, min_importance=min_importance, count_use=False
+    )
+    document = {
+        "query": text,
+        "memories": [{**memory_to_dict(h.memory), "score": round(h.score, 6)} for h in hits],
+    }
+    emit(as_json, document, render_memory_hits(hits) or "No memories found.")
+
+
+@memories.command("list")
+@memory_options
+def memories_list(memory: Memory, as_json: bool) -> None:
+    """Every saved fact, newest first."""
+    from ireneo.memories import memory_to_dict, render_memory
+
+    records = memory.memories.all()
+    text = "\n\n".join(render_memory(i, r) for i, r in enumerate(records, 1))
+    emit(as_json, {"memories": [memory_to_dict(r) for r in records]}, text or "No memories.")
+
+
+@memories.command("delete")
+@click.argument("memory_id")
+@memory_options
+def memories_delete(memory: Memory, as_json: bool, memory_id: str) -> None:
+    """Delete one saved fact by its id."""
+    if not memory.memories.delete(memory_id):
+        raise NotFound(f"no memory {memory_id!r} (see: ireneo memories list)")
+    emit(as_json, {"deleted": memory_id}, f"Deleted memory {memory_id}.")
+
+
+@memories.command("expire")
+@memory_options
+def memories_expire(memory: Memory, as_json: bool) -> None:
+    """Remove low-importance facts older than IRENEO_MEMORY_LOW_MAX_AGE_DAYS (30)."""
+    removed = memory.memories.expire()
+    emit(as_json, {"removed": removed}, f"{removed} expired memories removed.")
 
 
 def _turn_dict(turn: Turn) -> dict:

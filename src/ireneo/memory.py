@@ -10,11 +10,13 @@ The CLI, the MCP tools and the HTTP server are thin doors onto these methods.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Iterable
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ireneo import index as indexing
 from ireneo import search
@@ -22,6 +24,9 @@ from ireneo.embed import DEFAULT_MODEL, Embedder, load_embedder
 from ireneo.errors import ModelMismatch, NotFound
 from ireneo.model import Hit, SessionSummary, Turn
 from ireneo.store import Filters, Status, StoreResult, open_store
+
+if TYPE_CHECKING:
+    from ireneo.memories import Memories
 
 DEFAULT_HOME = Path.home() / ".local" / "share" / "ireneo"
 
@@ -149,6 +154,13 @@ class Memory:
 
     def resolve_ref(self, ref: str) -> str | None:
         return self.store.resolve_ref(ref)
+
+    @functools.cached_property
+    def memories(self) -> Memories:
+        """The explicit memories kept beside the conversations (ireneo.memories)."""
+        from ireneo.memories import Memories
+
+        return Memories(self)
 
     def close(self) -> None:
         self.store.close()

@@ -1,9 +1,11 @@
-"""The HTTP server: `POST /turns`, `/mcp` (bearer JWT), `GET /health`.
+"""The HTTP server: `POST /turns`, `/mcp` (bearer JWT), `GET /health`, and the chat loop's
+`POST /chat` and `GET /memories/{customer_id}` (ireneo.server.chat).
 
 `create_app(settings)` builds the ASGI app; `ireneo serve` runs it under uvicorn. The server
 keeps no state beyond the memories on disk: open memories, index tasks and recall slots are
 caches and limits, rebuilt on start (users with turns still waiting for vectors are indexed
-again on start).
+again on start). A periodic job removes expired low-importance memories
+(`IRENEO_MEMORY_EXPIRY_INTERVAL` seconds apart; the first run one interval after start).
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime
 
 from fastmcp import FastMCP
 from fastmcp.server.dependencies import get_access_token
@@ -23,19 +27,23 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ireneo.memories import Memories, MemoryPolicy, utc_now
 from ireneo.server.auth import build_verifier, caller_user
+from ireneo.server.chat import ChatRoutes
 from ireneo.server.indexer import Indexer
 from ireneo.server.ingest import IngestRoute
 from ireneo.server.logs import log_event
 from ireneo.server.memories import MemoryRegistry, user_key
 from ireneo.server.settings import Settings
-from ireneo.server.tools import MemoryLease, Recaller, register_tools
+from ireneo.server.tools import MemoryLease, MemoryTools, Recaller, register_tools
 
 log = logging.getLogger("ireneo.server")
 
 INSTRUCTIONS = (
     "Verbatim recall of the current user's earlier conversations with this assistant. "
-    "Call recall_my_conversations when the user refers to something discussed before."
+    "Call recall_my_conversations when the user refers to something discussed before. "
+    "Save lasting facts about the user (preferences, decisions, resolutions) with store_memory "
+    "and find them again with search_memories."
 )
 
 
@@ -52,6 +60,60 @@ class ServerState:
     indexer: Indexer
     recaller: Recaller
     mcp: FastMCP
+    chat: ChatRoutes | None = None
+    expiry: MemoryExpiry | None = None
+    memory_tools: MemoryTools | None = None
+
+
+class MemoryExpiry:
+    """The periodic job that removes expired low-importance memories of every user."""
+
+    def __init__(
+        self,
+        registry: MemoryRegistry,
+        policy: MemoryPolicy,
+        clock: Callable[[], datetime],
+        interval: float,
+    ):
+        self.registry = registry
+        self.policy = policy
+        self.clock = clock
+        self.interval = interval
+        self.runs = 0
+        self.removed = 0
+
+    def run_once(self) -> int:
+        """One pass over every user's memory (blocking: call it in a worker thread)."""
+        removed = users = 0
+        for key in self.registry.keys_on_disk():
+            try:
+                with self.registry.lease(key, create=False) as memory:
+                    if memory is None:
+                        continue
+                    count = Memories(memory, policy=self.policy, now=self.clock).expire()
+            except Exception as exc:
+                log_event(
+                    log,
+                    "memory_expiry",
+                    level=logging.ERROR,
+                    user_key=key,
+                    error=type(exc).__name__,
+                )
+                continue
+            removed += count
+            users += bool(count)
+        self.runs += 1
+        self.removed += removed
+        log_event(log, "memory_expiry", users=users, removed=removed)
+        return removed
+
+    async def run_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await asyncio.to_thread(self.run_once)
+            except Exception as exc:  # the next run tries again
+                log_event(log, "memory_expiry", level=logging.ERROR, error=type(exc).__name__)
 
 
 def recaller_for(settings: Settings) -> Recaller:
@@ -64,8 +126,12 @@ def recaller_for(settings: Settings) -> Recaller:
     )
 
 
-def create_app(settings: Settings) -> Starlette:
-    """The server as an ASGI app. Raises ConfigError when the settings are not safe to serve."""
+def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = None) -> Starlette:
+    """The server as an ASGI app. Raises ConfigError when the settings are not safe to serve.
+
+    `clock` (default: the UTC time now) dates memories and the exchanges `/chat` retains, and
+    decides expiry; tests pass a controllable one.
+    """
     problems = settings.problems()
     if problems:
         raise ConfigError("; ".join(problems))
@@ -77,16 +143,20 @@ def create_app(settings: Settings) -> Starlette:
         registry, debounce=settings.index_debounce, concurrency=settings.index_concurrency
     )
     recaller = recaller_for(settings)
+    clock = clock or utc_now
+    expiry = MemoryExpiry(registry, settings.memory_policy, clock, settings.memory_expiry_interval)
 
     @asynccontextmanager
     async def lifespan(server: FastMCP):
         settings.users_dir.mkdir(parents=True, exist_ok=True)
         catch_up = asyncio.get_running_loop().create_task(indexer.catch_up())
+        expiring = asyncio.get_running_loop().create_task(expiry.run_forever())
         log_event(log, "server_start", dev=settings.dev, auth=settings.jwt_algorithm)
         try:
             yield {}
         finally:
             catch_up.cancel()
+            expiring.cancel()
             await indexer.stop()
             await asyncio.to_thread(registry.close_all)
             log_event(log, "server_stop", index_runs=sum(indexer.runs.values()))
@@ -105,7 +175,22 @@ def create_app(settings: Settings) -> Starlette:
         key = user_key(user)
         return key, lambda: registry.lease(key, create=False)
 
-    register_tools(mcp, recaller, caller)
+    def writer() -> tuple[str, MemoryLease] | None:
+        """The caller, with a lease that creates their memory (store_memory)."""
+        user = caller_user(get_access_token())
+        if user is None:
+            return None
+        key = user_key(user)
+        return key, lambda: registry.lease(key, create=True)
+
+    memory_tools = MemoryTools(recaller, policy=settings.memory_policy, clock=clock)
+    register_tools(
+        mcp,
+        recaller,
+        caller,
+        memory_tools=memory_tools if settings.memory_tools else None,
+        writer=writer,
+    )
 
     ingest = IngestRoute(
         registry=registry,
@@ -117,6 +202,18 @@ def create_app(settings: Settings) -> Starlette:
     @mcp.custom_route("/turns", methods=["POST"], include_in_schema=False)
     async def turns(request: Request) -> JSONResponse:
         return await ingest(request)
+
+    chat = ChatRoutes(
+        settings=settings, registry=registry, indexer=indexer, recaller=recaller, clock=clock
+    )
+
+    @mcp.custom_route("/chat", methods=["POST"], include_in_schema=False)
+    async def chat_route(request: Request) -> JSONResponse:
+        return await chat.chat(request)
+
+    @mcp.custom_route("/memories/{customer_id:path}", methods=["GET"], include_in_schema=False)
+    async def audit_route(request: Request) -> JSONResponse:
+        return await chat.audit(request)
 
     @mcp.custom_route("/health", methods=["GET"], include_in_schema=False)
     async def health(request: Request) -> JSONResponse:
@@ -132,7 +229,9 @@ def create_app(settings: Settings) -> Starlette:
         json_response=True,
         middleware=[Middleware(RequestLog)],
     )
-    app.state.ireneo = ServerState(settings, registry, indexer, recaller, mcp)
+    app.state.ireneo = ServerState(
+        settings, registry, indexer, recaller, mcp, chat, expiry, memory_tools
+    )
     return app
 
 
@@ -170,7 +269,14 @@ class RequestLog:
                 log,
                 "request",
                 method=scope.get("method"),
-                path=scope.get("path"),
+                path=_loggable_path(scope.get("path")),
                 status=status,
                 ms=round((time.monotonic() - started) * 1000, 1),
             )
+
+
+def _loggable_path(path: str | None) -> str | None:
+    """The path, without the customer id that `/memories/{customer_id}` carries."""
+    if path and path.startswith("/memories/"):
+        return "/memories/{customer_id}"
+    return path

@@ -11,7 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from ireneo.memories import MemoryPolicy
+
 MIN_INGEST_KEY_CHARS = 16
+MIN_ADMIN_KEY_CHARS = 16
 MIN_JWT_SECRET_CHARS = 32
 
 
@@ -44,6 +47,19 @@ class Settings:
     recall_timeout: float = 10.0
     index_concurrency: int = 1
     max_open_memories: int = 64
+    # explicit memories (ireneo.memories) and the chat loop (ireneo.server.chat)
+    memory_tools: bool = True  # store/search/delete_memory on /mcp (IRENEO_MEMORY_TOOLS=0: off)
+    memory_policy: MemoryPolicy = field(default_factory=MemoryPolicy)
+    memory_expiry_interval: float = 3600.0
+    admin_key: str | None = field(default=None, repr=False)
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: str | None = field(default=None, repr=False)
+    llm_timeout: float = 30.0
+    chat_memories: int = 5
+    chat_conversations: int = 3
+    chat_max_message_chars: int = 4000
+    chat_max_context_chars: int = 6000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -86,7 +102,29 @@ class Settings:
             "recall_timeout": number("IRENEO_RECALL_TIMEOUT", float, cls.recall_timeout),
             "index_concurrency": number("IRENEO_INDEX_CONCURRENCY", int, cls.index_concurrency),
             "max_open_memories": number("IRENEO_MAX_OPEN_MEMORIES", int, cls.max_open_memories),
+            "memory_expiry_interval": number(
+                "IRENEO_MEMORY_EXPIRY_INTERVAL", float, cls.memory_expiry_interval
+            ),
+            "memory_tools": (text("IRENEO_MEMORY_TOOLS") or "1").lower()
+            not in ("0", "false", "no", "off"),
+            "admin_key": text("IRENEO_ADMIN_KEY"),
+            "llm_base_url": text("IRENEO_LLM_BASE_URL"),
+            "llm_model": text("IRENEO_LLM_MODEL"),
+            "llm_api_key": text("IRENEO_LLM_API_KEY"),
+            "llm_timeout": number("IRENEO_LLM_TIMEOUT", float, cls.llm_timeout),
+            "chat_memories": number("IRENEO_CHAT_MEMORIES", int, cls.chat_memories),
+            "chat_conversations": number("IRENEO_CHAT_CONVERSATIONS", int, cls.chat_conversations),
+            "chat_max_message_chars": number(
+                "IRENEO_CHAT_MAX_MESSAGE_CHARS", int, cls.chat_max_message_chars
+            ),
+            "chat_max_context_chars": number(
+                "IRENEO_CHAT_MAX_CONTEXT_CHARS", int, cls.chat_max_context_chars
+            ),
         }
+        try:
+            values["memory_policy"] = MemoryPolicy.from_env(env)
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from None
         names = {f.name for f in fields(cls)}
         for key, value in overrides.items():
             if key not in names:
@@ -154,7 +192,42 @@ class Settings:
             ):
                 if not value:
                     out.append(f"{name} is not set: tokens must name who issued them and for whom")
+        if self.admin_key:
+            if len(self.admin_key) < MIN_ADMIN_KEY_CHARS and not self.dev:
+                out.append(
+                    f"IRENEO_ADMIN_KEY is too short: use at least {MIN_ADMIN_KEY_CHARS} random "
+                    "characters"
+                )
+            if self.admin_key == self.ingest_key:
+                out.append(
+                    "IRENEO_ADMIN_KEY equals IRENEO_INGEST_KEY: the audit route needs a key of "
+                    "its own, which the chat gateway does not hold"
+                )
+        if self.llm_base_url and not self.llm_base_url.startswith(("http://", "https://")):
+            out.append(
+                "IRENEO_LLM_BASE_URL must be an http:// or https:// URL, "
+                "e.g. https://api.openai.com/v1"
+            )
         return out
+
+    @property
+    def chat_model_problem(self) -> str | None:
+        """Why `/chat` cannot call a model (it answers 503 with this), or None."""
+        missing = [
+            name
+            for name, value in (
+                ("IRENEO_LLM_BASE_URL", self.llm_base_url),
+                ("IRENEO_LLM_MODEL", self.llm_model),
+            )
+            if not value
+        ]
+        if not missing:
+            return None
+        return (
+            "no chat model configured: set "
+            + " and ".join(missing)
+            + " (an OpenAI-compatible chat completions endpoint, e.g. https://api.openai.com/v1)"
+        )
 
 
 def _public_key(value: str | None) -> str | None:

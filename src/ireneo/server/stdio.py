@@ -1,9 +1,10 @@
 """`ireneo mcp`: one memory over MCP on stdio, for a desktop client. No auth: it is the local
-user's own memory, and the same two tools as the HTTP server read it."""
+user's own memory, and the same tools as the HTTP server serve it."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from collections.abc import Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -12,7 +13,7 @@ from pathlib import Path
 from fastmcp import FastMCP
 
 from ireneo.memory import Memory
-from ireneo.server.tools import Recaller, register_tools
+from ireneo.server.tools import MemoryTools, Recaller, register_tools
 
 
 class SingleMemory:
@@ -25,9 +26,9 @@ class SingleMemory:
         self._lock = threading.Lock()
 
     @contextmanager
-    def lease(self) -> Iterator[Memory | None]:
+    def lease(self, *, create: bool = False) -> Iterator[Memory | None]:
         with self._lock:
-            if self._memory is None and self.home.exists():
+            if self._memory is None and (create or self.home.exists()):
                 self._memory = Memory(self.home, model=self.model)
             memory = self._memory
         yield memory
@@ -57,5 +58,11 @@ def create_stdio_server(home: Path, recaller: Recaller, *, model: str | None = N
         ),
         lifespan=lifespan,
     )
-    register_tools(mcp, recaller, lambda: ("local", single.lease))
+    register_tools(
+        mcp,
+        recaller,
+        lambda: ("local", single.lease),
+        memory_tools=MemoryTools(recaller),
+        writer=lambda: ("local", functools.partial(single.lease, create=True)),
+    )
     return mcp

@@ -1,9 +1,11 @@
-"""The MCP tools: `recall_my_conversations` and `read_conversation`.
+"""The MCP tools: `recall_my_conversations`, `read_conversation`, and the explicit memories'
+`store_memory`, `search_memories`, `delete_memory`.
 
-Both read only the caller's own memory, which `register_tools` gets from a `Caller` function:
-over HTTP the token's subject picks the user; over stdio there is one memory. The text they
-return is the CLI's renderer output (`ireneo.render`), with opaque conversation refs instead of
-session ids. Failures never reach the agent as errors: the tools answer with a plain sentence.
+All of them touch only the caller's own memory, which `register_tools` gets from a `Caller`
+function: over HTTP the token's subject picks the user; over stdio there is one memory. The text
+they return is the renderers' output (`ireneo.render`, `ireneo.memories`), with opaque
+conversation refs instead of session ids. Failures never reach the agent as errors: the tools
+answer with a plain sentence (docs/memories.md lists the memory tools' sentences).
 """
 
 from __future__ import annotations
@@ -14,15 +16,28 @@ import logging
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastmcp import FastMCP
 from pydantic import Field
 
 from ireneo.errors import NotFound
+from ireneo.memories import STORED as STORED  # re-exported: the tools' sentences
+from ireneo.memories import UPDATED as UPDATED
+from ireneo.memories import (
+    Clock,
+    InvalidMemory,
+    Memories,
+    MemoryPolicy,
+    describe_write,
+    render_memory_hits,
+    utc_now,
+)
 from ireneo.memory import Memory
 from ireneo.render import render_hits, render_turns
 from ireneo.server.logs import log_event
+
+T = TypeVar("T")
 
 log = logging.getLogger("ireneo.server.tools")
 
@@ -33,6 +48,16 @@ UNKNOWN_REF = (
     "No conversation with that ref. Use a ref exactly as recall_my_conversations printed it."
 )
 EMPTY_RANGE = "That conversation has no turns in that range."
+
+# The memory tools' sentences (pinned in docs/memories.md); STORED and UPDATED come from
+# ireneo.memories.describe_write.
+NOT_STORED = "Nothing stored: {reason}."
+NO_MEMORIES = "No memories are stored for this user yet."
+NO_MATCHING_MEMORY = "No memories found."
+BAD_SEARCH = "No search: {reason}."
+DELETED = "Deleted memory {id}."
+UNKNOWN_MEMORY = "No memory with that id. Use an id exactly as search_memories printed it."
+MEMORY_UNAVAILABLE = "Saved memories are unavailable right now; continue without them."
 
 RECALL_DESCRIPTION = """\
 Search the current user's own earlier conversations with this assistant.
@@ -47,6 +72,24 @@ Read more of one earlier conversation of the current user, around a passage that
 recall_my_conversations returned. `ref` is the ref printed with that passage; `from_turn` and
 `to_turn` are turn numbers (both included), e.g. a few turns before and after the passage.
 Returns the turns as they were written. Quote them; do not invent details."""
+
+STORE_DESCRIPTION = """\
+Save one fact about the current user for later conversations: a preference, a decision, a
+resolution ("Prefers PostgreSQL over MySQL for new projects"). Store the key fact in a sentence
+or two, not a whole message. A near-duplicate of a saved memory updates that memory instead.
+Importance "low" memories expire after a while; "medium" and "high" stay. Returns the id."""
+
+SEARCH_DESCRIPTION = """\
+Search the facts saved with store_memory for the current user, by keywords and by meaning.
+`tags` keeps memories holding any of those tags (a memory without tags never matches a tag
+filter); `min_importance` keeps that importance and above. Returns, best first, each memory's
+id, date, importance, tags and text. Quote them; do not invent details."""
+
+DELETE_DESCRIPTION = """\
+Delete one of the current user's saved memories, by the id that store_memory or search_memories
+printed (e.g. mem-3f2a9c1b7d4e)."""
+
+Importance = Literal["low", "medium", "high"]
 
 MemoryLease = Callable[[], AbstractContextManager[Memory | None]]
 # The caller's identity for logs (a hashed key) and a way to open their memory; None when the
@@ -98,22 +141,23 @@ class Recaller:
         caller: Caller,
         fn: Callable[..., tuple[str, str]],
         *args: Any,
+        unavailable: str = UNAVAILABLE,
         **log_fields: Any,
     ) -> str:
         started = time.monotonic()
         who = caller()
         if who is None:
             log_event(log, event, level=logging.WARNING, outcome="no_caller")
-            return UNAVAILABLE
+            return unavailable
         key, lease = who
         level, fields = logging.INFO, dict(log_fields)
         try:
             text, outcome = await self._bounded(functools.partial(fn, lease, *args))
         except TimeoutError:
             self.timeouts += 1
-            level, text, outcome = logging.WARNING, UNAVAILABLE, "timeout"
+            level, text, outcome = logging.WARNING, unavailable, "timeout"
         except Exception as exc:
-            level, text, outcome = logging.ERROR, UNAVAILABLE, "error"
+            level, text, outcome = logging.ERROR, unavailable, "error"
             fields["error"] = type(exc).__name__
         log_event(
             log,
@@ -127,7 +171,7 @@ class Recaller:
         )
         return text
 
-    async def _bounded(self, fn: Callable[[], tuple[str, str]]) -> tuple[str, str]:
+    async def _bounded(self, fn: Callable[[], T]) -> T:
         """Run `fn` in a worker thread holding a slot; give up waiting after `timeout`.
 
         The slot is held until the thread is done, even when the caller gave up, so that slow
@@ -209,8 +253,138 @@ class Recaller:
         )
 
 
-def register_tools(mcp: FastMCP, recaller: Recaller, caller: Caller) -> None:
-    """Add the two tools to `mcp`, reading the memory that `caller` picks."""
+class MemoryTools:
+    """The explicit-memory tools, bounded and fail-soft like recall (they share its slots)."""
+
+    def __init__(
+        self, recaller: Recaller, *, policy: MemoryPolicy | None = None, clock: Clock | None = None
+    ):
+        self.recaller = recaller
+        self.policy = policy or MemoryPolicy.from_env()
+        self.clock = clock or utc_now
+
+    def memories(self, memory: Memory) -> Memories:
+        return Memories(memory, policy=self.policy, now=self.clock)
+
+    async def store(
+        self,
+        writer: Caller,
+        content: str,
+        tags: list[str] | None,
+        importance: str,
+        source: str | None,
+    ) -> str:
+        return await self.recaller._call(
+            "store_memory",
+            writer,
+            self._store_sync,
+            content,
+            tags,
+            importance,
+            source,
+            unavailable=MEMORY_UNAVAILABLE,
+            content_chars=len(content),
+        )
+
+    async def search(
+        self,
+        caller: Caller,
+        query: str,
+        limit: int,
+        tags: list[str] | None,
+        min_importance: str | None,
+    ) -> str:
+        query = query[: self.recaller.max_query_chars]
+        if not query.strip():
+            return NO_MATCHING_MEMORY
+        return await self.recaller._call(
+            "search_memories",
+            caller,
+            self._search_sync,
+            query,
+            limit,
+            tags,
+            min_importance,
+            unavailable=MEMORY_UNAVAILABLE,
+            query_chars=len(query),
+        )
+
+    async def delete(self, caller: Caller, memory_id: str) -> str:
+        memory_id = memory_id.strip()[:64]
+        if not memory_id:
+            return UNKNOWN_MEMORY
+        return await self.recaller._call(
+            "delete_memory", caller, self._delete_sync, memory_id, unavailable=MEMORY_UNAVAILABLE
+        )
+
+    # -- in the worker thread -------------------------------------------------------------
+    def _store_sync(
+        self,
+        lease: MemoryLease,
+        content: str,
+        tags: list[str] | None,
+        importance: str,
+        source: str | None,
+    ) -> tuple[str, str]:
+        with lease() as memory:
+            if memory is None:
+                return MEMORY_UNAVAILABLE, "no_memory"
+            try:
+                written = self.memories(memory).store(content, tags or (), importance, source)
+            except InvalidMemory as exc:
+                return NOT_STORED.format(reason=exc), "invalid"
+        return describe_write(written), "stored" if written.created else "updated"
+
+    def _search_sync(
+        self,
+        lease: MemoryLease,
+        query: str,
+        limit: int,
+        tags: list[str] | None,
+        min_importance: str | None,
+    ) -> tuple[str, str]:
+        with lease() as memory:
+            if memory is None:
+                return NO_MEMORIES, "no_memory"
+            memories = self.memories(memory)
+            try:
+                hits = memories.search(query, limit, tags=tags, min_importance=min_importance)
+            except InvalidMemory as exc:
+                return BAD_SEARCH.format(reason=exc), "invalid"
+            if not hits:
+                if memories.count() == 0:
+                    return NO_MEMORIES, "no_memory"
+                return NO_MATCHING_MEMORY, "nothing"
+        return render_memory_hits(hits, max_chars=self.recaller.max_chars), f"hits:{len(hits)}"
+
+    def _delete_sync(self, lease: MemoryLease, memory_id: str) -> tuple[str, str]:
+        # Another user's id is simply not in this user's memory: the same answer as any unknown id.
+        with lease() as memory:
+            if memory is None or not self.memories(memory).delete(memory_id):
+                return UNKNOWN_MEMORY, "unknown_id"
+        return DELETED.format(id=memory_id), "deleted"
+
+
+def register_tools(
+    mcp: FastMCP,
+    recaller: Recaller,
+    caller: Caller,
+    *,
+    memory_tools: MemoryTools | None = None,
+    writer: Caller | None = None,
+) -> None:
+    """Add the tools to `mcp`, reading the memory that `caller` picks.
+
+    With `memory_tools`, also `store_memory`, `search_memories` and `delete_memory`;
+    `store_memory` writes through `writer` (a caller whose lease creates the memory; default
+    `caller`).
+    """
+    _register_recall_tools(mcp, recaller, caller)
+    if memory_tools is not None:
+        _register_memory_tools(mcp, memory_tools, caller, writer or caller)
+
+
+def _register_recall_tools(mcp: FastMCP, recaller: Recaller, caller: Caller) -> None:
 
     @mcp.tool(
         name="recall_my_conversations",
@@ -235,3 +409,56 @@ def register_tools(mcp: FastMCP, recaller: Recaller, caller: Caller) -> None:
         to_turn: Annotated[int | None, Field(description="Last turn number to read.")] = None,
     ) -> str:
         return await recaller.read(caller, ref, from_turn, to_turn)
+
+
+def _register_memory_tools(
+    mcp: FastMCP, memory_tools: MemoryTools, caller: Caller, writer: Caller
+) -> None:
+    @mcp.tool(
+        name="store_memory",
+        description=STORE_DESCRIPTION,
+        annotations={"readOnlyHint": False, "destructiveHint": False, "openWorldHint": False},
+        output_schema=None,
+    )
+    async def store_memory(
+        content: Annotated[str, Field(description="The fact to keep, in a sentence or two.")],
+        tags: Annotated[
+            list[str] | None, Field(description="Labels to filter by later, e.g. ['billing'].")
+        ] = None,
+        importance: Annotated[
+            Importance, Field(description="low (expires after a while), medium or high.")
+        ] = "medium",
+        source: Annotated[
+            str | None, Field(description="Where the fact came from, e.g. 'chat 2026-10-08'.")
+        ] = None,
+    ) -> str:
+        return await memory_tools.store(writer, content, tags, importance, source)
+
+    @mcp.tool(
+        name="search_memories",
+        description=SEARCH_DESCRIPTION,
+        annotations={"readOnlyHint": True, "openWorldHint": False},
+        output_schema=None,
+    )
+    async def search_memories(
+        query: Annotated[str, Field(description="A few words: key nouns and identifiers.")],
+        limit: Annotated[int, Field(ge=1, le=50, description="Most memories to return.")] = 10,
+        tags: Annotated[
+            list[str] | None, Field(description="Only memories holding any of these tags.")
+        ] = None,
+        min_importance: Annotated[
+            Importance | None, Field(description="Only this importance and above.")
+        ] = None,
+    ) -> str:
+        return await memory_tools.search(caller, query, limit, tags, min_importance)
+
+    @mcp.tool(
+        name="delete_memory",
+        description=DELETE_DESCRIPTION,
+        annotations={"readOnlyHint": False, "destructiveHint": True, "openWorldHint": False},
+        output_schema=None,
+    )
+    async def delete_memory(
+        id: Annotated[str, Field(description="The memory's id, e.g. mem-3f2a9c1b7d4e.")],
+    ) -> str:
+        return await memory_tools.delete(caller, id)

@@ -184,3 +184,116 @@ class Store(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    # -- explicit memories (ireneo.memories) ---------------------------------------------------
+    # Kept beside the turns, in tables of their own with their own term statistics, so that
+    # conversation recall is the same whether or not a memory holds any. Not abstract: a store
+    # that keeps no explicit memories yet still serves conversations.
+
+    def memory_write(
+        self, draft: MemoryDraft, vector: np.ndarray, model: str, dedup: float, now: datetime
+    ) -> MemoryWrite:
+        """Store a memory, in one transaction: if a stored memory's vector (of `model`) has a
+        cosine of at least `dedup` with `vector` and its terms holding digits (numbers,
+        identifiers) are the draft's, the nearest such memory is updated instead (its content,
+        terms and vector replaced, tags united, importance raised to the higher, source replaced
+        when given, `updated_at` set, `updates` counted; `created_at` kept); else a new one is
+        inserted with a new random id."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no explicit memories")
+
+    def memory_records(self, memory_ids: list[str] | None = None) -> list[MemoryRecord]:
+        """The memories with these ids (those that exist), or every memory when None; newest
+        update first."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no explicit memories")
+
+    def memory_delete(self, memory_id: str) -> bool:
+        """Forget one memory; False when there is none with that id."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no explicit memories")
+
+    def memory_count(self) -> int:
+        raise NotImplementedError(f"{type(self).__name__} keeps no explicit memories")
+
+    def memory_term_stats(self, terms: list[str]) -> TermStats:
+        """BM25's statistics over the memories (each memory is one document)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no explicit memories")
+
+    def memory_lexical_search(
+        self, terms: list[str], limit: int, filters: MemoryFilter
+    ) -> list[tuple[str, float]]:
+        """Memories matching any term and the filters, best first: `(memory_id, score)`."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no explicit memories")
+
+    def memory_vectors(self, model: str, filters: MemoryFilter) -> tuple[list[str], np.ndarray]:
+        """Ids and vectors (one row each, of `model`) of the memories the filters admit."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no explicit memories")
+
+    def memories_unembedded(self, model: str, limit: int) -> list[tuple[str, str]]:
+        """Memories with no vector of `model` (new, or embedded by another model before a
+        re-embed): `(memory_id, content)`."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no explicit memories")
+
+    def memory_put_vectors(self, memory_ids: list[str], vectors: np.ndarray, model: str) -> None:
+        raise NotImplementedError(f"{type(self).__name__} keeps no explicit memories")
+
+    def memory_touch(self, memory_ids: list[str], now: datetime) -> None:
+        """Count one use of each memory (it was shown to someone)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no explicit memories")
+
+    def memory_expire(self, updated_before: datetime) -> int:
+        """Forget low-importance memories last updated before `updated_before`; how many."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no explicit memories")
+
+
+# -- explicit memories: the values a store keeps and answers with ---------------------------------
+
+IMPORTANCE_LEVELS = ("low", "medium", "high")  # stored as their index: 0, 1, 2
+
+
+@dataclass(frozen=True)
+class MemoryDraft:
+    """A memory to store, checked and analysed by ireneo.memories."""
+
+    content: str
+    terms: str  # space-separated search terms (ireneo.analyze)
+    tags: tuple[str, ...]
+    importance: int  # index in IMPORTANCE_LEVELS
+    source: str | None
+
+
+@dataclass(frozen=True)
+class MemoryRecord:
+    memory_id: str
+    content: str
+    terms: str
+    tags: tuple[str, ...]
+    importance: int
+    source: str | None
+    created_at: datetime
+    updated_at: datetime
+    updates: int  # times a near-duplicate updated it
+    uses: int  # times it was returned by a search that counted uses
+
+    @property
+    def importance_name(self) -> str:
+        return IMPORTANCE_LEVELS[self.importance]
+
+
+@dataclass(frozen=True)
+class MemoryWrite:
+    memory_id: str
+    created: bool  # False: a near-duplicate was updated
+    updates: int
+
+
+@dataclass(frozen=True)
+class MemoryFilter:
+    """Which memories a search may return.
+
+    tags: any of these tags; a memory without tags never matches (fails closed). None: no filter.
+    min_importance: index in IMPORTANCE_LEVELS. low_updated_after: hide low-importance memories
+    last updated before this instant (expired, even before the expiry job has removed them).
+    """
+
+    tags: tuple[str, ...] | None = None
+    min_importance: int | None = None
+    low_updated_after: datetime | None = None

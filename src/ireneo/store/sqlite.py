@@ -21,6 +21,10 @@ import numpy as np
 from ireneo.model import Block, SessionSummary, Turn, format_ts, parse_ts
 from ireneo.store.base import (
     Filters,
+    MemoryDraft,
+    MemoryFilter,
+    MemoryRecord,
+    MemoryWrite,
     NearPassage,
     PassageDraft,
     SourceState,
@@ -92,6 +96,53 @@ MIGRATIONS: list[str] = [
     CREATE TRIGGER passages_ad AFTER DELETE ON passages BEGIN
         INSERT INTO passages_fts (passages_fts, rowid, terms) VALUES ('delete', old.id, old.terms);
         UPDATE corpus SET passages = passages - 1, terms = terms - old.term_count;
+    END;
+    """,
+    # 2: explicit memories (ireneo.memories), apart from the turns: their own FTS5 index, term
+    # statistics and vectors, so conversation recall does not change when memories are stored.
+    # Importance is 0 low, 1 medium, 2 high. `tags` (JSON) is what is shown; `memory_tags` is
+    # what filters, and an untagged memory has no row there, so a tag filter never admits it.
+    """
+    CREATE TABLE memories (
+        id INTEGER PRIMARY KEY,
+        memory_id TEXT NOT NULL UNIQUE,
+        content TEXT NOT NULL,
+        terms TEXT NOT NULL,
+        term_count INTEGER NOT NULL,
+        tags TEXT NOT NULL,
+        importance INTEGER NOT NULL CHECK (importance IN (0, 1, 2)),
+        source TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        updates INTEGER NOT NULL DEFAULT 0,
+        uses INTEGER NOT NULL DEFAULT 0,
+        used_at TEXT
+    );
+    CREATE INDEX memories_expiry ON memories (importance, updated_at);
+    CREATE TABLE memory_tags (
+        tag TEXT NOT NULL,
+        memory INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+        PRIMARY KEY (tag, memory)
+    ) WITHOUT ROWID;
+    CREATE INDEX memory_tags_memory ON memory_tags (memory);
+    CREATE TABLE memory_vectors (
+        memory INTEGER PRIMARY KEY REFERENCES memories(id) ON DELETE CASCADE,
+        model TEXT NOT NULL,
+        vector BLOB NOT NULL
+    );
+    CREATE VIRTUAL TABLE memories_fts USING fts5(
+        terms, content='memories', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
+    );
+    CREATE VIRTUAL TABLE memories_vocab USING fts5vocab(memories_fts, 'row');
+    CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+        INSERT INTO memories_fts (rowid, terms) VALUES (new.id, new.terms);
+    END;
+    CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+        INSERT INTO memories_fts (memories_fts, rowid, terms) VALUES ('delete', old.id, old.terms);
+    END;
+    CREATE TRIGGER memories_au AFTER UPDATE OF terms ON memories BEGIN
+        INSERT INTO memories_fts (memories_fts, rowid, terms) VALUES ('delete', old.id, old.terms);
+        INSERT INTO memories_fts (rowid, terms) VALUES (new.id, new.terms);
     END;
     """,
 ]
@@ -456,6 +507,154 @@ class SQLiteStore(Store):
         disk = sum(p.stat().st_size for p in self.path.parent.glob(DB_NAME + "*") if p.is_file())
         return Status(turns, sessions, passages, embedded, model, disk, last)
 
+    # -- explicit memories --------------------------------------------------------------------------
+    def memory_write(
+        self, draft: MemoryDraft, vector: np.ndarray, model: str, dedup: float, now: datetime
+    ) -> MemoryWrite:
+        blob = np.ascontiguousarray(vector, dtype="<f4").tobytes()
+        when = format_ts(now)
+        with self._transaction() as db:
+            near = _near_duplicate(db, vector, model, dedup, draft.terms)
+            if near is not None:
+                row = db.execute(
+                    "SELECT memory_id, tags, importance, source, updates FROM memories WHERE id = ?",
+                    (near[0],),
+                ).fetchone()
+                memory_id, old_tags, importance, source, updates = row
+                tags = tuple(dict.fromkeys([*json.loads(old_tags), *draft.tags]))
+                db.execute(
+                    "UPDATE memories SET content = ?, terms = ?, term_count = ?, tags = ?, "
+                    "importance = ?, source = ?, updated_at = ?, updates = updates + 1 WHERE id = ?",
+                    (
+                        draft.content,
+                        draft.terms,
+                        len(draft.terms.split()),
+                        json.dumps(tags, ensure_ascii=False),
+                        max(importance, draft.importance),
+                        draft.source if draft.source is not None else source,
+                        when,
+                        near[0],
+                    ),
+                )
+                _write_memory_tags(db, near[0], tags)
+                db.execute(
+                    "INSERT OR REPLACE INTO memory_vectors VALUES (?, ?, ?)", (near[0], model, blob)
+                )
+                return MemoryWrite(memory_id, False, updates + 1)
+            memory_id = "mem-" + secrets.token_hex(6)
+            rowid = db.execute(
+                "INSERT INTO memories (memory_id, content, terms, term_count, tags, importance, "
+                "source, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    memory_id,
+                    draft.content,
+                    draft.terms,
+                    len(draft.terms.split()),
+                    json.dumps(draft.tags, ensure_ascii=False),
+                    draft.importance,
+                    draft.source,
+                    when,
+                    when,
+                ),
+            ).lastrowid
+            _write_memory_tags(db, rowid, draft.tags)
+            db.execute("INSERT INTO memory_vectors VALUES (?, ?, ?)", (rowid, model, blob))
+            return MemoryWrite(memory_id, True, 0)
+
+    def memory_records(self, memory_ids: list[str] | None = None) -> list[MemoryRecord]:
+        sql = f"SELECT {_MEMORY_COLUMNS} FROM memories m"
+        params: list = []
+        if memory_ids is not None:
+            if not memory_ids:
+                return []
+            sql += f" WHERE m.memory_id IN ({','.join('?' * len(memory_ids))})"
+            params = list(memory_ids)
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY m.updated_at DESC, m.id DESC", params)
+            return [_memory(row) for row in rows.fetchall()]
+
+    def memory_delete(self, memory_id: str) -> bool:
+        with self._transaction() as db:
+            return db.execute("DELETE FROM memories WHERE memory_id = ?", (memory_id,)).rowcount > 0
+
+    def memory_count(self) -> int:
+        with self._lock:
+            return self._db.execute("SELECT count(*) FROM memories").fetchone()[0]
+
+    def memory_term_stats(self, terms: list[str]) -> TermStats:
+        marks = ",".join("?" * len(terms))
+        with self._lock:
+            count, total = self._db.execute(
+                "SELECT count(*), coalesce(sum(term_count), 0) FROM memories"
+            ).fetchone()
+            df = dict(
+                self._db.execute(
+                    f"SELECT term, doc FROM memories_vocab WHERE term IN ({marks})", terms
+                )
+            )
+        return TermStats(count, total / count if count else 0.0, df)
+
+    def memory_lexical_search(
+        self, terms: list[str], limit: int, filters: MemoryFilter
+    ) -> list[tuple[str, float]]:
+        if not terms:
+            return []
+        where, params = _memory_filter_sql(filters)
+        sql = (
+            "SELECT m.memory_id, -bm25(memories_fts) FROM memories_fts "
+            "JOIN memories m ON m.id = memories_fts.rowid WHERE memories_fts MATCH ? "
+            + (f"AND {where} " if where else "")
+            + "ORDER BY bm25(memories_fts) LIMIT ?"
+        )
+        with self._lock:
+            return self._db.execute(sql, (_match(terms), *params, limit)).fetchall()
+
+    def memory_vectors(self, model: str, filters: MemoryFilter) -> tuple[list[str], np.ndarray]:
+        where, params = _memory_filter_sql(filters)
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT m.memory_id, v.vector FROM memory_vectors v JOIN memories m ON m.id = v.memory "
+                "WHERE v.model = ? " + (f"AND {where} " if where else "") + "ORDER BY m.id",
+                (model, *params),
+            ).fetchall()
+        if not rows:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        matrix = np.vstack([np.frombuffer(blob, dtype="<f4") for _, blob in rows])
+        return [memory_id for memory_id, _ in rows], matrix
+
+    def memories_unembedded(self, model: str, limit: int) -> list[tuple[str, str]]:
+        with self._lock:
+            return self._db.execute(
+                "SELECT m.memory_id, m.content FROM memories m LEFT JOIN memory_vectors v "
+                "ON v.memory = m.id AND v.model = ? WHERE v.memory IS NULL ORDER BY m.id LIMIT ?",
+                (model, limit),
+            ).fetchall()
+
+    def memory_put_vectors(self, memory_ids: list[str], vectors: np.ndarray, model: str) -> None:
+        blobs = np.ascontiguousarray(vectors, dtype="<f4")
+        with self._transaction() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO memory_vectors SELECT id, ?, ? FROM memories "
+                "WHERE memory_id = ?",
+                [(model, blobs[i].tobytes(), mid) for i, mid in enumerate(memory_ids)],
+            )
+
+    def memory_touch(self, memory_ids: list[str], now: datetime) -> None:
+        if not memory_ids:
+            return
+        with self._transaction() as db:
+            db.executemany(
+                "UPDATE memories SET uses = uses + 1, used_at = ? WHERE memory_id = ?",
+                [(format_ts(now), mid) for mid in memory_ids],
+            )
+
+    def memory_expire(self, updated_before: datetime) -> int:
+        with self._transaction() as db:
+            return db.execute(
+                "DELETE FROM memories WHERE importance = 0 AND updated_at < ?",
+                (format_ts(updated_before),),
+            ).rowcount
+
 
 class _Transaction:
     """`BEGIN IMMEDIATE … COMMIT` under the store's lock; rolled back on any exception."""
@@ -523,4 +722,80 @@ def _filter_sql(filters: Filters) -> tuple[str, list]:
     if filters.block_types:
         clauses.append(f"p.block_type IN ({','.join('?' * len(filters.block_types))})")
         params.extend(filters.block_types)
+    return " AND ".join(clauses), params
+
+
+# -- explicit memories ------------------------------------------------------------------------------
+
+_MEMORY_COLUMNS = (
+    "m.memory_id, m.content, m.terms, m.tags, m.importance, m.source, m.created_at, "
+    "m.updated_at, m.updates, m.uses"
+)
+
+
+def _memory(row: tuple) -> MemoryRecord:
+    memory_id, content, terms, tags, importance, source, created, updated, updates, uses = row
+    return MemoryRecord(
+        memory_id,
+        content,
+        terms,
+        tuple(json.loads(tags)),
+        importance,
+        source,
+        parse_ts(created),
+        parse_ts(updated),
+        updates,
+        uses,
+    )
+
+
+def _near_duplicate(
+    db: sqlite3.Connection, vector: np.ndarray, model: str, dedup: float, terms: str
+) -> tuple[int, float] | None:
+    """The stored memory (row id, cosine) nearest to `vector` among those with a cosine of at
+    least `dedup` and the same terms holding digits (numbers, identifiers), or None.
+
+    Embeddings hardly tell "ticket MT-2056 on EX-388" from "ticket MT-5985 on EX-301" (cosine
+    0.95): without the second condition such distinct facts would overwrite each other.
+    """
+    rows = db.execute(
+        "SELECT memory, vector FROM memory_vectors WHERE model = ?", (model,)
+    ).fetchall()
+    if not rows:
+        return None
+    scores = np.vstack([np.frombuffer(blob, dtype="<f4") for _, blob in rows]) @ vector
+    keys = _digit_terms(terms)
+    for i in np.argsort(-scores, kind="stable"):
+        if scores[i] < dedup:
+            break
+        stored = db.execute("SELECT terms FROM memories WHERE id = ?", (rows[i][0],)).fetchone()
+        if stored is not None and _digit_terms(stored[0]) == keys:
+            return rows[i][0], float(scores[i])
+    return None
+
+
+def _digit_terms(terms: str) -> set[str]:
+    return {term for term in terms.split() if any(c.isdigit() for c in term)}
+
+
+def _write_memory_tags(db: sqlite3.Connection, rowid: int, tags: tuple[str, ...]) -> None:
+    db.execute("DELETE FROM memory_tags WHERE memory = ?", (rowid,))
+    db.executemany("INSERT INTO memory_tags VALUES (?, ?)", [(tag, rowid) for tag in tags])
+
+
+def _memory_filter_sql(filters: MemoryFilter) -> tuple[str, list]:
+    """A WHERE clause over `memories m`, values bound."""
+    clauses, params = [], []
+    if filters.tags is not None:  # fails closed: an untagged memory has no memory_tags row
+        clauses.append(
+            "EXISTS (SELECT 1 FROM memory_tags mt WHERE mt.memory = m.id "
+            f"AND mt.tag IN ({','.join('?' * len(filters.tags))}))"
+        )
+        params.extend(filters.tags)
+    if filters.min_importance is not None:
+        clauses.append("m.importance >= ?")
+        params.append(filters.min_importance)
+    if filters.low_updated_after is not None:
+        clauses.append("NOT (m.importance = 0 AND m.updated_at < ?)")
+        params.append(format_ts(filters.low_updated_after))
     return " AND ".join(clauses), params
