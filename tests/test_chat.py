@@ -453,7 +453,8 @@ def test_the_chat_settings_come_from_the_environment(tmp_path):
     assert s.memory_tools and s.memory_expiry_interval == 60.0
     assert s.memory_policy.low_max_age_days == 7.0
     assert ADMIN_KEY not in repr(s) and LLM_KEY not in repr(s)
-    assert not Settings.from_env({}).memory_tools
+    assert Settings.from_env({}).memory_tools
+    assert not Settings.from_env({"IRENEO_MEMORY_TOOLS": "0"}).memory_tools
     with pytest.raises(SettingsError, match="IRENEO_MEMORY_DEDUP"):
         Settings.from_env({**env, "IRENEO_MEMORY_DEDUP": "close"})
 

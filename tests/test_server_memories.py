@@ -63,8 +63,8 @@ def test_the_memory_tools_are_listed(server):
     ]
 
 
-def test_they_are_off_unless_turned_on(tmp_path):
-    srv = RunningServer(make_settings(tmp_path))
+def test_they_can_be_turned_off(tmp_path):
+    srv = RunningServer(make_settings(tmp_path, memory_tools=False))
     try:
         assert asyncio.run(tool_names(srv)) == ["read_conversation", "recall_my_conversations"]
     finally:

@@ -24,7 +24,8 @@ def markdown(document: dict) -> str:
     lines = [
         f"# ireneo bench, {document['started']}",
         "",
-        f"Family {document['config']['family']}, {document['config']['questions']} questions per size, "
+        f"Model {document.get('model', '?')}, family {document['config']['family']}, "
+        f"{document['config']['questions']} questions per size, "
         f"{document['machine']['cores']} cores. hit@k: the answer is in the returned text; "
         "strict@k: a returned turn is from the right conversation.",
         "",

@@ -24,6 +24,7 @@ from pathlib import Path
 from ireneo import search
 from ireneo.analyze import query_terms
 from ireneo.bench.generate import Question, generate, write_funes_jsonl, write_questions
+from ireneo.embed import DEFAULT_MODEL
 from ireneo.memory import Memory
 from ireneo.model import Hit
 from ireneo.render import render_hit
@@ -274,6 +275,7 @@ def save(runs: list[Run], config: Config, started: str) -> Path:
         "started": started,
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()},
         "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0]},
+        "model": config.model or DEFAULT_MODEL,
         "runs": [asdict(r) for r in runs],
     }
     (config.out / "latest.json").write_text(json.dumps(document, indent=1))
