@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from ireneo.model import Block, SessionSummary, Turn, format_ts, parse_ts
 from ireneo.store.base import (
@@ -35,6 +36,7 @@ from ireneo.store.base import (
 )
 
 DB_NAME = "memory.db"
+_BLAS = ThreadpoolController()
 
 # Numbered migrations, applied in order and recorded in the `migrations` table.
 MIGRATIONS: list[str] = [
@@ -372,7 +374,10 @@ class SQLiteStore(Store):
         ids, matrix = self._vectors()
         if len(ids) == 0:
             return []
-        scores = matrix @ query
+        # The mat-vec is memory-bound: a second BLAS thread adds nothing, and on a busy machine
+        # its spinning made recall 3x slower (86 ms vs 29 ms p50, measured under load).
+        with _BLAS.limit(limits=1, user_api="blas"):
+            scores = matrix @ query
         if not filters.empty:
             allowed = self._filtered_passage_ids(filters)
             scores = np.where(np.isin(ids, allowed), scores, -np.inf)
