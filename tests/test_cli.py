@@ -112,8 +112,8 @@ def test_get_and_ranges(indexed):
         "ts",
         "role",
         "harness",
-        "text",
         "blocks",
+        "text",
     ]
 
 

@@ -14,8 +14,9 @@ from pathlib import Path
 import click
 
 from ireneo.errors import IreneoError, NotFound
+from ireneo.formats import funes_jsonl
 from ireneo.memory import Memory, default_home
-from ireneo.model import Turn, format_ts
+from ireneo.model import Turn
 from ireneo.render import render_hits, render_sessions, render_status, render_turns
 
 
@@ -332,19 +333,8 @@ def memories_expire(memory: Memory, as_json: bool) -> None:
 
 
 def _turn_dict(turn: Turn) -> dict:
-    return {
-        "session_id": turn.session_id,
-        "turn_uuid": turn.turn_uuid,
-        "seq": turn.seq,
-        "ts": format_ts(turn.ts),
-        "role": turn.role,
-        "harness": turn.harness,
-        "text": turn.text,
-        "blocks": [
-            {"block_type": b.block_type, "text": b.text, "tool_name": b.tool_name}
-            for b in turn.blocks
-        ],
-    }
+    """A turn as `get --json` prints it: its `.funes.jsonl` record and its text as shown."""
+    return {**funes_jsonl.to_record(turn), "text": turn.text}
 
 
 def _register_commands_of_other_layers() -> None:

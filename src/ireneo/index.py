@@ -16,7 +16,7 @@ from pathlib import Path
 from ireneo.analyze import terms
 from ireneo.embed import Embedder
 from ireneo.errors import FormatError
-from ireneo.formats import funes_jsonl
+from ireneo.formats import funes_jsonl, jsonl
 from ireneo.model import Turn, format_ts
 from ireneo.store import PassageDraft, SourceState, Store, StoreResult
 
@@ -47,16 +47,7 @@ class IndexReport:
 
 def find_files(paths: Iterable[str | Path]) -> list[Path]:
     """`.funes.jsonl` files named, or found below named directories, in a stable order."""
-    found: list[Path] = []
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            found.extend(sorted(p for p in path.rglob("*" + funes_jsonl.SUFFIX) if p.is_file()))
-        elif path.is_file():
-            found.append(path)
-        else:
-            raise FileNotFoundError(f"{path}: no such file or directory")
-    return list(dict.fromkeys(p.resolve() for p in found))
+    return jsonl.find_files(paths, funes_jsonl.SUFFIX)
 
 
 def index_files(store: Store, split: Callable[[str], list[str]], files: list[Path]) -> IndexReport:

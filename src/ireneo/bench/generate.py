@@ -43,7 +43,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
 
-from ireneo.model import Block, Turn, format_ts
+from ireneo.formats import funes_jsonl
+from ireneo.model import Block, Turn
 
 LANGS = ("en", "ru", "ko")
 FAMILIES = ("A", "B")
@@ -785,19 +786,6 @@ class _Corpus:
         return table
 
 
-def turn_record(turn: Turn) -> dict:
-    """One turn as a `.funes.jsonl` object."""
-    return {
-        "session_id": turn.session_id,
-        "turn_uuid": turn.turn_uuid,
-        "seq": turn.seq,
-        "ts": format_ts(turn.ts),
-        "role": turn.role,
-        "harness": turn.harness,
-        "blocks": [{"block_type": b.block_type, "text": b.text} for b in turn.blocks],
-    }
-
-
 _FILE_PATTERN = re.compile(r"history-\d+\.funes\.jsonl")
 
 
@@ -824,7 +812,7 @@ def write_funes_jsonl(history: History, directory: Path, *, per_file: int = 100)
     for k, chunk in enumerate(chunks):
         path = directory / f"history-{k:0{width}d}.funes.jsonl"
         lines = [
-            json.dumps(turn_record(t), ensure_ascii=False, separators=(",", ":"))
+            json.dumps(funes_jsonl.to_record(t), ensure_ascii=False, separators=(",", ":"))
             for session in chunk
             for t in session
         ]

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ireneo.errors import FormatError
+from ireneo.formats import jsonl
 from ireneo.model import Block, Turn, parse_ts
 
 HARNESS = "claude_code"
@@ -39,52 +40,12 @@ def default_dir() -> Path:
 
 def find_files(paths: Iterable[str | Path]) -> list[Path]:
     """`.jsonl` files named, or found below named directories, in a stable order."""
-    return find_suffix(paths, SUFFIX)
-
-
-def find_suffix(paths: Iterable[str | Path], suffix: str) -> list[Path]:
-    found: list[Path] = []
-    for raw in paths:
-        path = Path(raw).expanduser()
-        if path.is_dir():
-            found.extend(sorted(p for p in path.rglob("*" + suffix) if p.is_file()))
-        elif path.is_file():
-            found.append(path)
-        else:
-            raise FileNotFoundError(f"{path}: no such file or directory")
-    return list(dict.fromkeys(p.resolve() for p in found))
-
-
-def read_json_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """`(line number, object)` for every non-blank line, or FormatError naming `file:line`."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise FormatError(str(path), f"cannot read: {exc.strerror}") from exc
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise FormatError(f"{path}:{line}", "not valid UTF-8") from exc
-    records = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise FormatError(
-                f"{path}:{number}", f"not JSON ({exc.msg} at column {exc.colno})"
-            ) from exc
-        if not isinstance(obj, dict):
-            raise FormatError(f"{path}:{number}", "a line must be a JSON object")
-        records.append((number, obj))
-    return records
+    return jsonl.find_files(paths, SUFFIX)
 
 
 def read_file(path: Path) -> list[Turn]:
     """Every turn of one transcript, in file order, or FormatError naming `file:line`."""
-    records = read_json_lines(path)
+    records = jsonl.read_json_lines(path)
     session_id = _session_id(path, records)
     turns: list[Turn] = []
     seen: set[str] = set()

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ireneo.errors import FormatError
-from ireneo.formats.claude_code import find_suffix, read_json_lines
+from ireneo.formats import jsonl
 from ireneo.model import Block, Turn, parse_ts
 
 HARNESS = "codex"
@@ -59,12 +59,12 @@ def default_dir() -> Path:
 
 
 def find_files(paths: Iterable[str | Path]) -> list[Path]:
-    return find_suffix(paths, SUFFIX)
+    return jsonl.find_files(paths, SUFFIX)
 
 
 def read_file(path: Path) -> list[Turn]:
     """Every turn of one rollout, in file order, or FormatError naming `file:line`."""
-    records = read_json_lines(path)
+    records = jsonl.read_json_lines(path)
     if not records:
         return []
     first_line, first = records[0]

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
 from pathlib import Path
 
 from ireneo.errors import FormatError
+from ireneo.formats import jsonl
 from ireneo.model import BLOCK_TYPES, Block, Turn, format_ts, parse_ts
 
 SUFFIX = ".funes.jsonl"
@@ -21,26 +21,11 @@ _HARNESS = re.compile(r"[a-z0-9_-]+")
 
 def read_file(path: Path) -> list[Turn]:
     """Every turn of one file, or FormatError naming `file:line`."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise FormatError(str(path), f"cannot read: {exc.strerror}") from exc
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise FormatError(f"{path}:{line}", "not valid UTF-8") from exc
-    return parse_lines(text.splitlines(), str(path))
-
-
-def parse_lines(lines: Iterable[str], name: str) -> list[Turn]:
     turns: list[Turn] = []
     seen: set[tuple[str, str]] = set()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{name}:{number}"
-        turn = parse_line(line, where)
+    for number, record in jsonl.read_json_lines(path):
+        where = f"{path}:{number}"
+        turn = parse_record(record, where)
         key = (turn.session_id, turn.turn_uuid)
         if key in seen:
             raise FormatError(
@@ -51,13 +36,7 @@ def parse_lines(lines: Iterable[str], name: str) -> list[Turn]:
     return turns
 
 
-def parse_line(line: str, where: str) -> Turn:
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise FormatError(where, f"not JSON ({exc.msg} at column {exc.colno})") from exc
-    if not isinstance(obj, dict):
-        raise FormatError(where, "a line must be a JSON object")
+def parse_record(obj: dict, where: str) -> Turn:
     missing = [name for name in REQUIRED if name not in obj]
     if missing:
         raise FormatError(where, f"missing field {missing[0]!r}")
@@ -116,23 +95,25 @@ def _blocks(value: object, where: str) -> tuple[Block, ...]:
     return tuple(blocks)
 
 
-def to_line(turn: Turn) -> str:
-    """One turn as a `.funes.jsonl` line (what ireneo writes, and what it reads back)."""
+def to_record(turn: Turn) -> dict:
+    """One turn as a `.funes.jsonl` object (`tool_name` only where there is one)."""
     blocks = []
     for block in turn.blocks:
         item = {"block_type": block.block_type, "text": block.text}
         if block.tool_name:
             item["tool_name"] = block.tool_name
         blocks.append(item)
-    return json.dumps(
-        {
-            "session_id": turn.session_id,
-            "turn_uuid": turn.turn_uuid,
-            "seq": turn.seq,
-            "ts": format_ts(turn.ts),
-            "role": turn.role,
-            "harness": turn.harness,
-            "blocks": blocks,
-        },
-        ensure_ascii=False,
-    )
+    return {
+        "session_id": turn.session_id,
+        "turn_uuid": turn.turn_uuid,
+        "seq": turn.seq,
+        "ts": format_ts(turn.ts),
+        "role": turn.role,
+        "harness": turn.harness,
+        "blocks": blocks,
+    }
+
+
+def to_line(turn: Turn) -> str:
+    """One turn as a `.funes.jsonl` line (what ireneo writes, and what it reads back)."""
+    return json.dumps(to_record(turn), ensure_ascii=False)
