@@ -168,15 +168,7 @@ class ChatRoutes:
 
     # -- POST /chat -------------------------------------------------------------------------
     async def chat(self, request: Request) -> JSONResponse:
-        started = time.monotonic()
-        fields: dict[str, Any] = {}
-        try:
-            response = await self._chat(request, fields)
-        except BadRequest as exc:
-            response = _error(exc.status, exc.message, field=exc.field)
-        fields["ms"] = round((time.monotonic() - started) * 1000, 1)
-        log_event(log, "chat", status=response.status_code, **fields)
-        return response
+        return await _logged("chat", self._chat, request)
 
     async def _chat(self, request: Request, fields: dict[str, Any]) -> JSONResponse:
         if not _key_matches(request, "x-ingest-key", self._ingest_key, open_without_key=True):
@@ -293,15 +285,7 @@ class ChatRoutes:
 
     # -- GET /memories/{customer_id} ------------------------------------------------------------
     async def audit(self, request: Request) -> JSONResponse:
-        started = time.monotonic()
-        fields: dict[str, Any] = {}
-        try:
-            response = await self._audit(request, fields)
-        except BadRequest as exc:
-            response = _error(exc.status, exc.message, field=exc.field)
-        fields["ms"] = round((time.monotonic() - started) * 1000, 1)
-        log_event(log, "audit", status=response.status_code, **fields)
-        return response
+        return await _logged("audit", self._audit, request)
 
     async def _audit(self, request: Request, fields: dict[str, Any]) -> JSONResponse:
         if self._admin_key is None:
@@ -383,6 +367,19 @@ async def _json_body(request: Request, limit: int) -> Any:
         return json.loads(b"".join(chunks))
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise BadRequest(400, "body: not valid JSON", "body") from None
+
+
+async def _logged(event: str, handler, request: Request) -> JSONResponse:
+    """Run a route's handler; a BadRequest becomes its error answer; one log line either way."""
+    started = time.monotonic()
+    fields: dict[str, Any] = {}
+    try:
+        response = await handler(request, fields)
+    except BadRequest as exc:
+        response = _error(exc.status, exc.message, field=exc.field)
+    fields["ms"] = round((time.monotonic() - started) * 1000, 1)
+    log_event(log, event, status=response.status_code, **fields)
+    return response
 
 
 def _error(status: int, message: str, *, field: str | None = None) -> JSONResponse:
