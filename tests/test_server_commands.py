@@ -114,6 +114,19 @@ def test_token_prints_a_token_the_server_accepts(monkeypatch):
     assert 115 <= claims["exp"] - time.time() <= 121
 
 
+def test_token_json(monkeypatch):
+    for name, value in SERVER_ENV.items():
+        monkeypatch.setenv(name, value)
+    result = CliRunner().invoke(token, ["--user", "bob", "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.output)
+    assert (document["user"], document["expires_in"]) == ("bob", 3600)
+    claims = jwt.decode(
+        document["token"], JWT_SECRET, algorithms=["HS256"], audience=AUDIENCE, issuer=ISSUER
+    )
+    assert claims["sub"] == "bob"
+
+
 def test_token_without_a_secret_says_what_to_set(monkeypatch):
     monkeypatch.delenv("IRENEO_JWT_SECRET", raising=False)
     result = CliRunner().invoke(token, ["--user", "alice"])

@@ -7,6 +7,7 @@ server stack (FastMCP, uvicorn) is imported only when a verb runs, so the CLI st
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
 from pathlib import Path
 
@@ -82,16 +83,20 @@ def mcp(home: Path | None) -> None:
     type=click.IntRange(min=1),
     help="Seconds until the token expires.",
 )
-def token(user: str, ttl: int) -> None:
+@click.option("--json", "as_json", is_flag=True, help='Print {"token", "user", "expires_in"}.')
+def token(user: str, ttl: int, as_json: bool) -> None:
     """Print a development token for USER, signed with IRENEO_JWT_SECRET (HS256), with
     IRENEO_JWT_ISSUER and IRENEO_JWT_AUDIENCE as its issuer and audience."""
     from ireneo.server.auth import mint_token
 
     settings = _settings()
     try:
-        click.echo(mint_token(settings, user, ttl))
+        minted = mint_token(settings, user, ttl)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
+    click.echo(
+        json.dumps({"token": minted, "user": user, "expires_in": ttl}) if as_json else minted
+    )
 
 
 def _is_loopback(host: str) -> bool:
