@@ -227,6 +227,14 @@ def _cut(text: str, units: list[_Unit], budget: int) -> list[str]:
         start = next((k for k in candidates if at_space(k)), nominal)
 
 
+def _split_counting(text: str, budget: int, count: Callable[[str], int]) -> list[str]:
+    """`split` for a model whose tokenizer only counts: words are measured one by one."""
+    clean = _clean(text)
+    if _surely_fits(text, budget) or count(clean) <= budget:
+        return [text]
+    return _cut(text, _word_units(clean, count, budget // 4), budget)
+
+
 # --------------------------------------------------------------------------- ONNX models
 
 
@@ -457,10 +465,7 @@ class UsemEmbedder:
         return self.embed_passages([text])[0]
 
     def split(self, text: str) -> list[str]:
-        clean = _clean(text)
-        if _surely_fits(text, self._budget) or self._count(clean) <= self._budget:
-            return [text]
-        return _cut(text, _word_units(clean, self._count, self._budget // 4), self._budget)
+        return _split_counting(text, self._budget, self._count)
 
     def _count(self, text: str) -> int:
         return len(self._sp.encode(text, add_bos=False, add_eos=False))
@@ -523,10 +528,7 @@ class E5Embedder:
         return _normalise(self._e5.query(_clean(text)))
 
     def split(self, text: str) -> list[str]:
-        clean = _clean(text)
-        if _surely_fits(text, self._budget) or self._count(clean) <= self._budget:
-            return [text]
-        return _cut(text, _word_units(clean, self._count, self._budget // 4), self._budget)
+        return _split_counting(text, self._budget, self._count)
 
     def _count(self, text: str) -> int:
         return max(0, self._e5.token_count(text) - self._word_overhead)
