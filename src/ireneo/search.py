@@ -19,11 +19,12 @@ import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from ireneo.analyze import query_terms
+from ireneo.analyze import query_terms, terms
 from ireneo.model import Hit
 from ireneo.store import Filters, NearPassage, Store, TermStats
 
@@ -49,9 +50,16 @@ class Fusion:
 
     lexical_weight: BM25's share against the dense side's (0.7: measured on the benchmark's
     family A histories, checked on the held-out family B).
+    pair_weight: two query terms found side by side ("norwood works", "seal leak") count as
+    one more term, weighted by this share of the rarer one's IDF: a crude sequential-dependence
+    model, so a named site or a phrase beats its words scattered over a turn.
+    identifier_boost: an identifier's joined term (mt4471) weighs this much more than its IDF:
+    naming MT-4471 asks for that ticket, not for any ticket.
     """
 
     lexical_weight: float = 0.7
+    pair_weight: float = 0.5
+    identifier_boost: float = 0.5
     candidates: int = CANDIDATES
 
 
@@ -84,10 +92,11 @@ def window_scores(
     fusion: Fusion,
 ) -> dict[tuple[str, int], Score]:
     """The fused scores of every candidate window, keyed by its centre `(session_id, seq)`."""
-    terms = query_terms(query)
-    stats = store.term_stats(terms) if terms else TermStats(0, 0.0, {})
+    words = query_terms(query)
+    stats = store.term_stats(words) if words else TermStats(0, 0.0, {})
+    lexical = LexicalQuery.build(query, words, stats, fusion)
     seeds = {
-        pid for pid, _ in store.lexical_search(selective(terms, stats), fusion.candidates, filters)
+        pid for pid, _ in store.lexical_search(selective(words, stats), fusion.candidates, filters)
     }
     vector = embed_query(query) if embed_query is not None else None
     if vector is not None:
@@ -98,29 +107,76 @@ def window_scores(
     if filters.block_types:
         near = [p for p in near if p.block_type in filters.block_types]
     cosines = store.dense_scores(vector, [p.passage_id for p in near]) if vector is not None else {}
-    turns = _turn_features(near, terms, cosines)
+    turns = _turn_features(near, lexical, cosines)
     centres = _centres(near, seeds, radius, filters)
-    return _fuse_windows(turns, centres, radius, stats, terms, fusion)
+    return _fuse_windows(turns, centres, radius, stats, lexical, fusion)
+
+
+@dataclass(frozen=True)
+class LexicalQuery:
+    """What BM25 counts: the query's terms, then its adjacent pairs, each with its weight."""
+
+    features: dict[str, int]  # term or "first second" pair -> column
+    pair_starts: frozenset[str]  # first terms of the pairs, to skip most positions quickly
+    weights: np.ndarray  # per column: IDF, boosted for identifiers, scaled down for pairs
+
+    @classmethod
+    def build(cls, query: str, words: list[str], stats: TermStats, fusion: Fusion) -> LexicalQuery:
+        known = [w for w in terms(query) if stats.document_frequency.get(w)]
+        pairs = list(dict.fromkeys(f"{a} {b}" for a, b in pairwise(known) if a != b))
+        if not fusion.pair_weight:
+            pairs = []
+        weights = [
+            _idf(stats, w) * (1 + fusion.identifier_boost * _is_identifier(w)) for w in words
+        ]
+        weights += [
+            fusion.pair_weight * max(_idf(stats, w) for w in pair.split(" ")) for pair in pairs
+        ]
+        return cls(
+            {feature: i for i, feature in enumerate(words + pairs)},
+            frozenset(pair.split(" ")[0] for pair in pairs),
+            np.array(weights, dtype=float),
+        )
+
+    def count(self, text_terms: str, into: np.ndarray) -> int:
+        """Adds the occurrences of each feature in a passage's terms; returns its length."""
+        words = text_terms.split()
+        columns = self.features
+        for term, count in Counter(words).items():
+            column = columns.get(term)
+            if column is not None:
+                into[column] += count
+        if self.pair_starts:
+            starts = self.pair_starts
+            for first, second in pairwise(words):
+                if first in starts:
+                    column = columns.get(f"{first} {second}")
+                    if column is not None:
+                        into[column] += 1
+        return len(words)
+
+
+def _is_identifier(term: str) -> bool:
+    """The joined form analyze.py gives an identifier: letters then digits (mt4471)."""
+    return term[:1].isalpha() and term[-1:].isdigit() and term.isalnum() and term.isascii()
 
 
 @dataclass
 class _TurnFeatures:
-    counts: np.ndarray  # occurrences of each query term
+    counts: np.ndarray  # occurrences of each lexical feature
     length: int  # terms in the turn
     cosine: float  # best cosine of its passages; nan when none is embedded yet
 
 
-def _turn_features(near: list[NearPassage], terms: list[str], cosines: dict[int, float]) -> dict:
-    index = {term: i for i, term in enumerate(terms)}
+def _turn_features(
+    near: list[NearPassage], lexical: LexicalQuery, cosines: dict[int, float]
+) -> dict[tuple[str, int], _TurnFeatures]:
+    width = len(lexical.weights)
     turns: dict[tuple[str, int], _TurnFeatures] = {}
     for passage in near:
         key = (passage.session_id, passage.seq)
-        features = turns.setdefault(key, _TurnFeatures(np.zeros(len(terms)), 0, math.nan))
-        words = passage.terms.split()
-        features.length += len(words)
-        for term, count in Counter(words).items():
-            if term in index:
-                features.counts[index[term]] += count
+        features = turns.setdefault(key, _TurnFeatures(np.zeros(width), 0, math.nan))
+        features.length += lexical.count(passage.terms, features.counts)
         cosine = cosines.get(passage.passage_id)
         if cosine is not None and not cosine <= features.cosine:  # nan-aware max
             features.cosine = cosine
@@ -151,13 +207,18 @@ def _admits(filters: Filters, passage: NearPassage) -> bool:
 
 
 def _fuse_windows(
-    turns: dict, centres: set, radius: int, stats: TermStats, terms: list[str], fusion: Fusion
-):
+    turns: dict[tuple[str, int], _TurnFeatures],
+    centres: set[tuple[str, int]],
+    radius: int,
+    stats: TermStats,
+    lexical: LexicalQuery,
+    fusion: Fusion,
+) -> dict[tuple[str, int], Score]:
     if not centres:
         return {}
     keys = sorted(centres)
-    idf = np.array([_idf(stats, t) for t in terms]) if terms else np.zeros(0)
-    window_counts = np.zeros((len(keys), len(terms)))
+    weights = lexical.weights
+    window_counts = np.zeros((len(keys), len(weights)))
     window_length = np.zeros(len(keys))
     window_cosine = np.full(len(keys), math.nan)
     average = stats.average_length or 1.0
@@ -173,14 +234,14 @@ def _fuse_windows(
                 window_cosine[row] = features.cosine
     window_average = average * (2 * radius + 1)
     window = _mix(
-        _bm25(window_counts, window_length, idf, window_average),
+        _bm25(window_counts, window_length, weights, window_average),
         window_cosine,
         fusion.lexical_weight,
     )
-    own = np.array([turns[key].counts for key in keys]).reshape(len(keys), len(terms))
+    own = np.array([turns[key].counts for key in keys]).reshape(len(keys), len(weights))
     own_length = np.array([turns[key].length for key in keys], dtype=float)
     own_cosine = np.array([turns[key].cosine for key in keys])
-    centre = _mix(_bm25(own, own_length, idf, average), own_cosine, fusion.lexical_weight)
+    centre = _mix(_bm25(own, own_length, weights, average), own_cosine, fusion.lexical_weight)
     return {
         key: Score(w, c) for key, w, c in zip(keys, window.tolist(), centre.tolist(), strict=True)
     }
@@ -191,12 +252,14 @@ def _idf(stats: TermStats, term: str) -> float:
     return math.log(1 + (stats.passages - n + 0.5) / (n + 0.5)) if n else 0.0
 
 
-def _bm25(counts: np.ndarray, lengths: np.ndarray, idf: np.ndarray, average: float) -> np.ndarray:
-    """Okapi BM25 (k1 1.2, b 0.75) of each row of term counts."""
+def _bm25(
+    counts: np.ndarray, lengths: np.ndarray, weights: np.ndarray, average: float
+) -> np.ndarray:
+    """Okapi BM25 (k1 1.2, b 0.75) of each row of feature counts, each feature weighted (IDF)."""
     if counts.shape[1] == 0:
         return np.zeros(len(counts))
     norm = BM25_K1 * (1 - BM25_B + BM25_B * lengths / average)
-    return (idf * counts * (BM25_K1 + 1) / (counts + norm[:, None])).sum(axis=1)
+    return (weights * counts * (BM25_K1 + 1) / (counts + norm[:, None])).sum(axis=1)
 
 
 def _mix(lexical: np.ndarray, cosine: np.ndarray, lexical_weight: float) -> np.ndarray:

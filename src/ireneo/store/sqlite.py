@@ -39,6 +39,14 @@ DB_NAME = "memory.db"
 _BLAS = ThreadpoolController()
 
 # Numbered migrations, applied in order and recorded in the `migrations` table.
+def _terms_json(column: str) -> str:
+    """SQL turning a passage's space-separated terms into a JSON array, for json_each.
+
+    Safe because terms never hold a quote or a backslash: analyze.py emits letters and digits.
+    """
+    return f"""'["' || replace({column}, ' ', '","') || '"]'"""
+
+
 MIGRATIONS: list[str] = [
     """
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -145,6 +153,28 @@ MIGRATIONS: list[str] = [
     CREATE TRIGGER memories_au AFTER UPDATE OF terms ON memories BEGIN
         INSERT INTO memories_fts (memories_fts, rowid, terms) VALUES ('delete', old.id, old.terms);
         INSERT INTO memories_fts (rowid, terms) VALUES (new.id, new.terms);
+    END;
+    """,
+    # 3: document frequencies in a table of their own. fts5vocab counts a term's documents by
+    # walking its postings, so asking for "the" cost as much as a whole query (15 ms at 60,000
+    # passages); here it is one key lookup. A term leaves the table with its last passage, so a
+    # forgotten word does not stay behind.
+    f"""
+    CREATE TABLE term_df (term TEXT PRIMARY KEY, passages INTEGER NOT NULL) WITHOUT ROWID;
+    INSERT INTO term_df
+        SELECT value, count(DISTINCT p.id) FROM passages p, json_each({_terms_json("p.terms")})
+        WHERE value <> '' GROUP BY value;
+    DROP TABLE passages_vocab;
+    CREATE TRIGGER passages_df_ai AFTER INSERT ON passages BEGIN
+        INSERT INTO term_df (term, passages)
+            SELECT DISTINCT value, 1 FROM json_each({_terms_json("new.terms")}) WHERE value <> ''
+            ON CONFLICT (term) DO UPDATE SET passages = passages + 1;
+    END;
+    CREATE TRIGGER passages_df_ad AFTER DELETE ON passages BEGIN
+        UPDATE term_df SET passages = passages - 1
+            WHERE term IN (SELECT value FROM json_each({_terms_json("old.terms")}));
+        DELETE FROM term_df
+            WHERE passages <= 0 AND term IN (SELECT value FROM json_each({_terms_json("old.terms")}));
     END;
     """,
 ]
@@ -344,7 +374,7 @@ class SQLiteStore(Store):
             passages, total = self._db.execute("SELECT passages, terms FROM corpus").fetchone()
             df = dict(
                 self._db.execute(
-                    f"SELECT term, doc FROM passages_vocab WHERE term IN ({marks})", terms
+                    f"SELECT term, passages FROM term_df WHERE term IN ({marks})", terms
                 )
             )
         return TermStats(passages, total / passages if passages else 0.0, df)
