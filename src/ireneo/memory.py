@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from ireneo import index as indexing
 from ireneo import search
-from ireneo.embed import DEFAULT_MODEL, Embedder, load_embedder
+from ireneo.embed import DEFAULT_MODEL, RELEVANCE_FLOOR, Embedder, load_embedder
 from ireneo.errors import ModelMismatch, NotFound
 from ireneo.model import Hit, SessionSummary, Turn
 from ireneo.store import Filters, Status, StoreResult, open_store
@@ -48,7 +48,7 @@ class Memory:
         self.model_name = requested or stored or DEFAULT_MODEL
         self._embedder: Embedder | None = None
         self._embedder_lock = threading.Lock()
-        self.fusion = search.Fusion()
+        self.fusion = search.Fusion(relevance_floor=RELEVANCE_FLOOR.get(self.model_name))
 
     # -- the embedder is loaded on first need: reading a conversation needs none -----------
     @property

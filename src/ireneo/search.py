@@ -55,11 +55,17 @@ class Fusion:
     model, so a named site or a phrase beats its words scattered over a turn.
     identifier_boost: an identifier's joined term (mt4471) weighs this much more than its IDF:
     naming MT-4471 asks for that ticket, not for any ticket.
+    relevance_floor: the cosine at which a window is relevant by meaning alone; below it, a
+    window must also hold `min_coverage` of the query's IDF mass (a word this memory has never
+    seen counts as the rarest), so an unrelated question gets no hits, not the nearest noise.
+    None (a model not calibrated) keeps every window.
     """
 
     lexical_weight: float = 0.7
     pair_weight: float = 0.5
     identifier_boost: float = 0.5
+    relevance_floor: float | None = None
+    min_coverage: float = 0.2
     candidates: int = CANDIDATES
 
 
@@ -119,6 +125,8 @@ class LexicalQuery:
     features: dict[str, int]  # term or "first second" pair -> column
     pair_starts: frozenset[str]  # first terms of the pairs, to skip most positions quickly
     weights: np.ndarray  # per column: IDF, boosted for identifiers, scaled down for pairs
+    words: int  # the first `words` columns are terms, the rest pairs
+    mass: float  # the terms' weights, with the words this memory lacks at the rarest's IDF
 
     @classmethod
     def build(cls, query: str, words: list[str], stats: TermStats, fusion: Fusion) -> LexicalQuery:
@@ -126,9 +134,10 @@ class LexicalQuery:
         pairs = list(dict.fromkeys(f"{a} {b}" for a, b in pairwise(known) if a != b))
         if not fusion.pair_weight:
             pairs = []
-        weights = [
-            _idf(stats, w) * (1 + fusion.identifier_boost * _is_identifier(w)) for w in words
-        ]
+        boosts = [1 + fusion.identifier_boost * _is_identifier(w) for w in words]
+        weights = [_idf(stats, w) * boost for w, boost in zip(words, boosts, strict=True)]
+        rarest = math.log(1 + (stats.passages + 0.5) / 0.5)
+        mass = sum(weight or rarest * boost for weight, boost in zip(weights, boosts, strict=True))
         weights += [
             fusion.pair_weight * max(_idf(stats, w) for w in pair.split(" ")) for pair in pairs
         ]
@@ -136,6 +145,8 @@ class LexicalQuery:
             {feature: i for i, feature in enumerate(words + pairs)},
             frozenset(pair.split(" ")[0] for pair in pairs),
             np.array(weights, dtype=float),
+            len(words),
+            mass,
         )
 
     def count(self, text_terms: str, into: np.ndarray) -> int:
@@ -232,6 +243,12 @@ def _fuse_windows(
             window_length[row] += features.length
             if not features.cosine <= window_cosine[row]:
                 window_cosine[row] = features.cosine
+    relevant = _relevant(window_counts, window_cosine, lexical, fusion)
+    keys = [key for key, keep in zip(keys, relevant.tolist(), strict=True) if keep]
+    if not keys:
+        return {}
+    window_counts, window_length = window_counts[relevant], window_length[relevant]
+    window_cosine = window_cosine[relevant]
     window_average = average * (2 * radius + 1)
     window = _mix(
         _bm25(window_counts, window_length, weights, window_average),
@@ -245,6 +262,18 @@ def _fuse_windows(
     return {
         key: Score(w, c) for key, w, c in zip(keys, window.tolist(), centre.tolist(), strict=True)
     }
+
+
+def _relevant(
+    counts: np.ndarray, cosine: np.ndarray, lexical: LexicalQuery, fusion: Fusion
+) -> np.ndarray:
+    """Which windows answer the query at all: by their words, or by meaning above the floor."""
+    if fusion.relevance_floor is None:
+        return np.ones(len(counts), dtype=bool)
+    found = (counts[:, : lexical.words] > 0) @ lexical.weights[: lexical.words]
+    by_words = found >= fusion.min_coverage * lexical.mass if lexical.mass else found > 0
+    by_meaning = np.nan_to_num(cosine, nan=-1.0) >= fusion.relevance_floor
+    return by_words | by_meaning
 
 
 def _idf(stats: TermStats, term: str) -> float:
