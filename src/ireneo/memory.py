@@ -24,6 +24,7 @@ from ireneo.embed import DEFAULT_MODEL, Embedder, load_embedder
 from ireneo.errors import ModelMismatch, NotFound
 from ireneo.model import Hit, SessionSummary, Turn
 from ireneo.store import Filters, Status, StoreResult, open_store
+from ireneo.store.base import AuditEntry, Forgotten
 
 if TYPE_CHECKING:
     from ireneo.memories import Memories
@@ -143,6 +144,30 @@ class Memory:
     def status(self) -> Status:
         return self.store.status()
 
+    # -- forgetting: immediate, whole, audited (docs/privacy.md) ------------------------------
+    def forget(
+        self, session_id: str, *, actor: str = "api", now: datetime | None = None
+    ) -> Forgotten:
+        """Forget one conversation: its turns, search entries and vectors, at once."""
+        return self.store.forget_conversation(session_id, actor=actor, now=now or _now())
+
+    def forget_all(self, *, actor: str = "api", now: datetime | None = None) -> Forgotten:
+        """Forget every conversation and explicit memory; the audit log stays."""
+        return self.store.forget_all(actor=actor, now=now or _now())
+
+    def forget_older_than(
+        self, days: float, *, actor: str = "api", now: datetime | None = None
+    ) -> Forgotten:
+        """Forget the conversations whose last turn is more than `days` days old."""
+        if days <= 0:
+            raise ValueError(f"the age must be more than 0 days, not {days}")
+        now = now or _now()
+        return self.store.forget_before(now - timedelta(days=days), actor=actor, now=now)
+
+    def audit_log(self) -> list[AuditEntry]:
+        """Every forget done in this memory, oldest first (no text, no conversation ids)."""
+        return self.store.audit_log()
+
     def is_empty(self) -> bool:
         return self.store.is_empty()
 
@@ -170,6 +195,10 @@ class Memory:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 def _instant(value: date | datetime | str | None, *, end_of_day: bool) -> datetime | None:

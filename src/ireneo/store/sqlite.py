@@ -13,6 +13,7 @@ import json
 import secrets
 import sqlite3
 import threading
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -21,7 +22,9 @@ from threadpoolctl import ThreadpoolController
 
 from ireneo.model import Block, SessionSummary, Turn, format_ts, parse_ts
 from ireneo.store.base import (
+    AuditEntry,
     Filters,
+    Forgotten,
     MemoryDraft,
     MemoryFilter,
     MemoryRecord,
@@ -33,6 +36,7 @@ from ireneo.store.base import (
     Store,
     StoreResult,
     TermStats,
+    conversation_digest,
 )
 
 DB_NAME = "memory.db"
@@ -147,6 +151,22 @@ MIGRATIONS: list[str] = [
         INSERT INTO memories_fts (rowid, terms) VALUES (new.id, new.terms);
     END;
     """,
+    # 3: the audit log of forgets: what kind, by whom, how much; never any text or id.
+    """
+    CREATE TABLE forget_log (
+        id INTEGER PRIMARY KEY,
+        at TEXT NOT NULL,
+        action TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        conversation TEXT,
+        before TEXT,
+        conversations INTEGER NOT NULL,
+        turns INTEGER NOT NULL,
+        passages INTEGER NOT NULL,
+        vectors INTEGER NOT NULL,
+        memories INTEGER NOT NULL
+    );
+    """,
 ]
 
 
@@ -160,6 +180,9 @@ class SQLiteStore(Store):
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.execute("PRAGMA busy_timeout=10000")
+        # Deleted content is overwritten with zeros, not left in free pages: a forgotten turn (or
+        # the old text of an edited one) must not stay readable in the file.
+        self._db.execute("PRAGMA secure_delete=ON")
         self._migrate()
         self._matrix = np.zeros((0, 0), dtype=np.float32)
         self._ids = np.zeros(0, dtype=np.int64)
@@ -500,6 +523,71 @@ class SQLiteStore(Store):
         with self._lock:
             return self._db.execute("SELECT 1 FROM turns LIMIT 1").fetchone() is None
 
+    # -- forgetting -------------------------------------------------------------------------------
+    def forget_conversation(self, session_id: str, *, actor: str, now: datetime) -> Forgotten:
+        with self._transaction() as db:
+            forgotten = _forget_sessions(db, [session_id])
+            if forgotten.turns:
+                _audit(db, "forget_conversation", actor, now, forgotten, session_id=session_id)
+                _optimize_fts(db)
+        if forgotten.turns:
+            self._checkpoint()
+        return forgotten
+
+    def forget_all(self, *, actor: str, now: datetime) -> Forgotten:
+        with self._transaction() as db:
+            sessions = [row[0] for row in db.execute("SELECT session_id FROM sessions")]
+            forgotten = _forget_sessions(db, sessions)
+            memories = db.execute("DELETE FROM memories").rowcount
+            db.execute("DELETE FROM sources")
+            db.execute("DELETE FROM meta WHERE key = 'last_written'")
+            forgotten = replace(forgotten, memories=memories)
+            _audit(db, "forget_all", actor, now, forgotten)
+            _optimize_fts(db)
+        self._checkpoint()
+        return forgotten
+
+    def forget_before(self, before: datetime, *, actor: str, now: datetime) -> Forgotten:
+        with self._transaction() as db:
+            sessions = [
+                row[0]
+                for row in db.execute(
+                    "SELECT session_id FROM turns GROUP BY session_id HAVING max(ts) < ?",
+                    (format_ts(before),),
+                )
+            ]
+            forgotten = _forget_sessions(db, sessions)
+            if forgotten.turns:
+                _audit(db, "forget_before", actor, now, forgotten, before=before)
+                _optimize_fts(db)
+        if forgotten.turns:
+            self._checkpoint()
+        return forgotten
+
+    def audit_log(self) -> list[AuditEntry]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT at, action, actor, conversation, before, conversations, turns, passages, "
+                "vectors, memories FROM forget_log ORDER BY id"
+            ).fetchall()
+        return [
+            AuditEntry(
+                parse_ts(at),
+                action,
+                actor,
+                Forgotten(*counts),
+                conversation,
+                parse_ts(before) if before else None,
+            )
+            for at, action, actor, conversation, before, *counts in rows
+        ]
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL into the database and truncate it: the pages written before the forget
+        (which hold the text) leave the -wal file."""
+        with self._lock:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def status(self) -> Status:
         with self._lock:
             turns, sessions = self._db.execute(
@@ -659,6 +747,62 @@ class SQLiteStore(Store):
                 "DELETE FROM memories WHERE importance = 0 AND updated_at < ?",
                 (format_ts(updated_before),),
             ).rowcount
+
+
+def _forget_sessions(db: sqlite3.Connection, session_ids: list[str]) -> Forgotten:
+    """Delete these conversations' turns, passages (their FTS rows go by trigger) and vectors."""
+    conversations = turns = passages = vectors = 0
+    for session_id in session_ids:
+        passages_of = (
+            "SELECT p.id FROM passages p JOIN turns t ON t.id = p.turn_id WHERE t.session_id = ?"
+        )
+        vectors += db.execute(
+            f"DELETE FROM vectors WHERE passage_id IN ({passages_of})", (session_id,)
+        ).rowcount
+        passages += db.execute(
+            "DELETE FROM passages WHERE turn_id IN (SELECT id FROM turns WHERE session_id = ?)",
+            (session_id,),
+        ).rowcount
+        turns += db.execute("DELETE FROM turns WHERE session_id = ?", (session_id,)).rowcount
+        conversations += db.execute(
+            "DELETE FROM sessions WHERE session_id = ?", (session_id,)
+        ).rowcount
+    return Forgotten(conversations, turns, passages, vectors)
+
+
+def _audit(
+    db: sqlite3.Connection,
+    action: str,
+    actor: str,
+    now: datetime,
+    forgotten: Forgotten,
+    *,
+    session_id: str | None = None,
+    before: datetime | None = None,
+) -> None:
+    db.execute(
+        "INSERT INTO forget_log (at, action, actor, conversation, before, conversations, turns, "
+        "passages, vectors, memories) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            format_ts(now),
+            action,
+            actor,
+            conversation_digest(session_id) if session_id is not None else None,
+            format_ts(before) if before else None,
+            forgotten.conversations,
+            forgotten.turns,
+            forgotten.passages,
+            forgotten.vectors,
+            forgotten.memories,
+        ),
+    )
+
+
+def _optimize_fts(db: sqlite3.Connection) -> None:
+    """Merge the full-text indexes into one segment each. An FTS5 delete only adds a tombstone;
+    the deleted terms stay in the older segments until they are merged away."""
+    db.execute("INSERT INTO passages_fts (passages_fts) VALUES ('optimize')")
+    db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
 
 
 class _Transaction:
