@@ -166,3 +166,55 @@ def test_forgetting_an_unknown_conversation_changes_nothing(indexed):
     forgotten = indexed.forget("nothing-here", now=NOW)
     assert forgotten.turns == 0
     assert indexed.status().turns == before.turns
+
+
+# -- the command line ------------------------------------------------------------------------------
+
+
+def cli(home: Path, *args: str, code: int = 0, env: dict | None = None) -> str:
+    from click.testing import CliRunner
+
+    from ireneo.cli import main
+
+    result = CliRunner().invoke(main, [*args, "--home", str(home)], env=env)
+    assert result.exit_code == code, result.output
+    return result.output
+
+
+def test_ireneo_forget_on_the_command_line(tmp_path, home):
+    src = two_conversations(tmp_path)
+    cli(home, "index", str(src))
+    assert "Forgot conversation secret-talk: 1 conversations, 3 turns" in cli(
+        home, "forget", "--session", "secret-talk"
+    )
+    assert occurrences(home, MARKER) == []
+    assert "no conversation 'secret-talk'" in cli(
+        home, "forget", "--session", "secret-talk", code=1
+    )
+    assert "exactly one of" in cli(home, "forget", code=2)
+    assert "exactly one of" in cli(home, "forget", "--all", "--session", "x", code=2)
+    document = json.loads(cli(home, "forget", "--all", "--json"))
+    assert document == {
+        "forgotten": "everything",
+        "conversations": 1,
+        "turns": 2,
+        "passages": 2,
+        "vectors": 2,
+        "memories": 0,
+    }
+    log = json.loads(cli(home, "forget", "--log", "--json"))["audit"]
+    assert [(e["action"], e["actor"]) for e in log] == [
+        ("forget_conversation", "cli"),
+        ("forget_all", "cli"),
+    ]
+    text = cli(home, "forget", "--log")
+    assert "by cli" in text and "secret-talk" not in text
+    assert "0 conversations" in cli(home, "forget", "--older-than", "1")
+
+
+def test_ireneo_status_says_what_retention_is_set(home):
+    assert "retention:     off" in cli(home, "status")
+    out = cli(home, "status", env={"IRENEO_RETENTION_DAYS": "90"})
+    assert "retention:     90 days" in out
+    document = json.loads(cli(home, "status", "--json", env={"IRENEO_RETENTION_DAYS": "30"}))
+    assert document["retention_days"] == 30.0
