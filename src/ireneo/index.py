@@ -18,6 +18,7 @@ from ireneo.embed import Embedder
 from ireneo.errors import FormatError
 from ireneo.formats import funes_jsonl, jsonl
 from ireneo.model import Turn, format_ts
+from ireneo.privacy import redact_turn
 from ireneo.store import PassageDraft, SourceState, Store, StoreResult
 
 Progress = Callable[[int, int], None]  # (done, total)
@@ -50,7 +51,9 @@ def find_files(paths: Iterable[str | Path]) -> list[Path]:
     return jsonl.find_files(paths, funes_jsonl.SUFFIX)
 
 
-def index_files(store: Store, split: Callable[[str], list[str]], files: list[Path]) -> IndexReport:
+def index_files(
+    store: Store, split: Callable[[str], list[str]], files: list[Path], *, redact: bool = True
+) -> IndexReport:
     """Store the turns of every changed file; a refused file is reported and nothing of it written."""
     report = IndexReport()
     for path in files:
@@ -70,7 +73,7 @@ def index_files(store: Store, split: Callable[[str], list[str]], files: list[Pat
         except FormatError as error:
             report.refused.append(error)
             continue
-        report.turns += store_turns(store, split, turns, source)
+        report.turns += store_turns(store, split, turns, source, redact=redact)
         report.files_indexed += 1
     return report
 
@@ -80,8 +83,16 @@ def store_turns(
     split: Callable[[str], list[str]],
     turns: list[Turn],
     source: SourceState | None = None,
+    *,
+    redact: bool = True,
 ) -> StoreResult:
-    """Store turns (new, edited or unchanged) in one transaction; only changed ones are re-cut."""
+    """Store turns (new, edited or unchanged) in one transaction; only changed ones are re-cut.
+
+    With `redact`, secrets are replaced by markers first (ireneo.privacy): the hash is of the
+    redacted turn, so a conversation posted again is unchanged, and no secret reaches the store.
+    """
+    if redact:
+        turns = [redact_turn(turn) for turn in turns]
     hashes = [content_hash(turn) for turn in turns]
     stored = store.turn_hashes([(t.session_id, t.turn_uuid) for t in turns])
     rows = []

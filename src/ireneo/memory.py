@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ireneo import index as indexing
-from ireneo import search
+from ireneo import privacy, search
 from ireneo.embed import DEFAULT_MODEL, Embedder, load_embedder
 from ireneo.errors import ModelMismatch, NotFound
 from ireneo.model import Hit, SessionSummary, Turn
@@ -39,8 +39,16 @@ def default_home() -> Path:
 class Memory:
     """One memory: a directory holding one user's turns, search index and vectors."""
 
-    def __init__(self, home: str | Path | None = None, *, model: str | None = None):
+    def __init__(
+        self,
+        home: str | Path | None = None,
+        *,
+        model: str | None = None,
+        redact: bool | None = None,
+    ):
         self.home = Path(home) if home is not None else default_home()
+        # Secrets become markers before anything is stored (ireneo.privacy); IRENEO_REDACT=0: off.
+        self.redact = privacy.enabled_by_default() if redact is None else redact
         self.store = open_store(self.home)
         stored = self.store.get_meta("model")
         requested = model or os.environ.get("IRENEO_MODEL")
@@ -67,13 +75,13 @@ class Memory:
     ) -> indexing.IndexReport:
         """Index `.funes.jsonl` files and directories: unchanged files cost nothing."""
         files = indexing.find_files(paths)
-        report = indexing.index_files(self.store, self.embedder.split, files)
+        report = indexing.index_files(self.store, self.embedder.split, files, redact=self.redact)
         report.embedded = self.embed_pending(progress)
         return report
 
     def store_turns(self, turns: list[Turn]) -> StoreResult:
         """Store turns durably (keyword-searchable on return); vectors come with embed_pending."""
-        return indexing.store_turns(self.store, self.embedder.split, turns)
+        return indexing.store_turns(self.store, self.embedder.split, turns, redact=self.redact)
 
     def embed_pending(self, progress: indexing.Progress | None = None) -> int:
         """Embed whatever is stored but has no vector yet."""
