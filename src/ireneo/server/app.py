@@ -36,6 +36,7 @@ from ireneo.server.chat import ChatRoutes
 from ireneo.server.forget import AUDIT_FILE, AuditFile, ForgetRoutes, Forgetter, Retention
 from ireneo.server.indexer import Indexer
 from ireneo.server.ingest import IngestRoute
+from ireneo.server.inspect import Inspector
 from ireneo.server.logs import log_event
 from ireneo.server.memories import MemoryRegistry, user_key
 from ireneo.server.settings import Settings
@@ -171,10 +172,11 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
             await asyncio.to_thread(registry.close_all)
             log_event(log, "server_stop", index_runs=sum(indexer.runs.values()))
 
+    verifier = build_verifier(settings)
     mcp = FastMCP(
         "ireneo",
         instructions=INSTRUCTIONS,
-        auth=build_verifier(settings),
+        auth=verifier,
         lifespan=lifespan,
     )
 
@@ -224,6 +226,23 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
     @mcp.custom_route("/users/{user}", methods=["DELETE"], include_in_schema=False)
     async def forget_user(request: Request) -> JSONResponse:
         return await forget.user(request)
+
+    inspector = Inspector(
+        registry=registry,
+        forgetter=forgetter,
+        verifier=verifier,
+        admin_key=settings.admin_key,
+        recall_k=settings.recall_k,
+    )
+    for path, methods, handler in (
+        ("/inspect", ["GET"], inspector.home),
+        ("/inspect/sign-in", ["POST"], inspector.sign_in),
+        ("/inspect/sign-out", ["POST"], inspector.sign_out),
+        ("/inspect/search", ["GET"], inspector.search),
+        ("/inspect/c/{ref}", ["GET"], inspector.conversation),
+        ("/inspect/forget", ["POST"], inspector.forget),
+    ):
+        mcp.custom_route(path, methods=methods, include_in_schema=False)(handler)
 
     chat = ChatRoutes(
         settings=settings, registry=registry, indexer=indexer, recaller=recaller, clock=clock
