@@ -413,7 +413,8 @@ def memories_expire(memory: Memory, as_json: bool) -> None:
 
 def _turn_dict(turn: Turn) -> dict:
     """A turn as `get --json` prints it: its `.funes.jsonl` record and its text as shown."""
-    return {**funes_jsonl.to_record(turn), "text": turn.text}
+    record = {**funes_jsonl.to_record(turn), "text": turn.text}
+    return {**record, "echo": True} if turn.echo else record
 
 
 def _register_commands_of_other_layers() -> None:

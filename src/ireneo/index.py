@@ -85,6 +85,7 @@ def store_turns(
     source: SourceState | None = None,
     *,
     redact: bool = True,
+    echo: Callable[[Turn], bool] | None = None,
 ) -> StoreResult:
     """Store turns (new, edited or unchanged) in one transaction; only changed ones are re-cut.
 
@@ -95,11 +96,13 @@ def store_turns(
         turns = [redact_turn(turn) for turn in turns]
     hashes = [content_hash(turn) for turn in turns]
     stored = store.turn_hashes([(t.session_id, t.turn_uuid) for t in turns])
-    rows = []
+    rows, echoes = [], set()
     for turn, digest in zip(turns, hashes, strict=True):
         unchanged = stored.get((turn.session_id, turn.turn_uuid)) == digest
         rows.append((turn, digest, [] if unchanged else passages(turn, split)))
-    return store.write_turns(rows, source)
+        if not unchanged and echo is not None and echo(turn):
+            echoes.add((turn.session_id, turn.turn_uuid))
+    return store.write_turns(rows, source, frozenset(echoes))
 
 
 def passages(turn: Turn, split: Callable[[str], list[str]]) -> list[PassageDraft]:

@@ -356,7 +356,7 @@ def _hit_list(hits: list[Hit], refs: dict[str, str], k: int) -> str:
 def _conversation(ref: str, session_id: str, turns: list[Turn], csrf: str) -> str:
     rows = "".join(
         f"""<li id="turn-{t.seq}" class="turn"><p class="meta"><span class="role">{escape(t.role)}</span>
-· {t.ts:%Y-%m-%d %H:%M} UTC · turn {t.seq}</p>{_text(t.text)}</li>"""
+· {t.ts:%Y-%m-%d %H:%M} UTC · turn {t.seq}{_ECHO if t.echo else ""}</p>{_text(t.text)}</li>"""
         for t in turns
     )
     return f"""<p class="meta">Conversation <code>{escape(session_id)}</code> ·
@@ -368,6 +368,12 @@ def _conversation(ref: str, session_id: str, turns: list[Turn], csrf: str) -> st
 <p>Forgetting removes this conversation's text, search entries and vectors now.
 It cannot be undone.</p>
 <p><button type="submit" class="danger">Forget this conversation</button></p></form>"""
+
+
+_ECHO = (
+    ' · <span class="echo">recall echo: it repeats what recall gave your assistant, '
+    "so it is not recalled itself</span>"
+)
 
 
 def _text(text: str) -> str:
@@ -456,5 +462,6 @@ ol.conversation { list-style: none; padding: 0; }
 ol.conversation li { background: var(--card); border: 1px solid var(--line); border-radius: 8px;
   padding: .75rem 1rem; margin: .5rem 0; }
 .text { overflow-wrap: anywhere; }
+.echo { font-style: italic; }
 code { font-family: ui-monospace, monospace; font-size: .9em; }
 """

@@ -57,10 +57,12 @@ class Filters:
     role: str | None = None
     session_id: str | None = None
     block_types: tuple[str, ...] | None = None
+    include_echoes: bool = False  # recall echoes (ireneo.echoes) are left out unless asked for
 
     @property
     def empty(self) -> bool:
-        return self == Filters()
+        """No filter on what the store returns (echoes are left out above the store)."""
+        return self == Filters(include_echoes=self.include_echoes)
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,7 @@ class NearPassage:
     role: str
     block_type: str
     terms: str
+    echo: bool = False  # of a turn flagged as a recall echo
 
 
 @dataclass(frozen=True)
@@ -169,8 +172,11 @@ class Store(ABC):
         self,
         turns: list[tuple[Turn, str, list[PassageDraft]]],
         source: SourceState | None = None,
+        echoes: frozenset[tuple[str, str]] = frozenset(),
     ) -> StoreResult:
-        """Insert or replace `(turn, content_hash, passages)` in one transaction (with `source`)."""
+        """Insert or replace `(turn, content_hash, passages)` in one transaction (with `source`).
+        A turn written whose `(session_id, turn_uuid)` is in `echoes` is flagged as a recall echo
+        (`Turn.echo`); an unchanged turn keeps its flag."""
 
     @abstractmethod
     def source_state(self, path: str) -> SourceState | None: ...
@@ -235,6 +241,18 @@ class Store(ABC):
 
     @abstractmethod
     def is_empty(self) -> bool: ...
+
+    # -- recall echoes (ireneo.echoes) -------------------------------------------------------------
+    @abstractmethod
+    def record_returned(
+        self, turns: list[tuple[str, int]], now: datetime, keep_after: datetime
+    ) -> None:
+        """Remember that these turns `(session_id, seq)` were returned to the user at `now`, and
+        forget records older than `keep_after`."""
+
+    @abstractmethod
+    def returned_texts(self, since: datetime) -> list[str]:
+        """The text of each turn returned to the user since `since`, once each."""
 
     # -- forgetting ------------------------------------------------------------------------------
     # Each forget removes turns, passages, their full-text entries and vectors (and, for

@@ -167,6 +167,16 @@ MIGRATIONS: list[str] = [
         memories INTEGER NOT NULL
     );
     """,
+    # 4: recall echoes (ireneo.echoes): a flag on turns, and which turns were returned when.
+    """
+    ALTER TABLE turns ADD COLUMN echo INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE returned (
+        turn_id INTEGER NOT NULL REFERENCES turns(id) ON DELETE CASCADE,
+        at TEXT NOT NULL
+    );
+    CREATE INDEX returned_at ON returned (at);
+    CREATE INDEX returned_turn ON returned (turn_id);
+    """,
 ]
 
 
@@ -245,6 +255,7 @@ class SQLiteStore(Store):
         self,
         turns: list[tuple[Turn, str, list[PassageDraft]]],
         source: SourceState | None = None,
+        echoes: frozenset[tuple[str, str]] = frozenset(),
     ) -> StoreResult:
         result = StoreResult()
         salt = self.get_meta("ref_salt") or ""
@@ -264,13 +275,14 @@ class SQLiteStore(Store):
                     turn.harness,
                     _blocks_json(turn.blocks),
                     content_hash,
+                    int((turn.session_id, turn.turn_uuid) in echoes),
                 )
                 if row:
                     turn_id = row[0]
                     db.execute("DELETE FROM passages WHERE turn_id = ?", (turn_id,))
                     db.execute(
                         "UPDATE turns SET seq = ?, ts = ?, role = ?, harness = ?, blocks = ?, "
-                        "content_hash = ? WHERE id = ?",
+                        "content_hash = ?, echo = ? WHERE id = ?",
                         (*values, turn_id),
                     )
                     result.replaced += 1
@@ -281,7 +293,7 @@ class SQLiteStore(Store):
                     )
                     turn_id = db.execute(
                         "INSERT INTO turns (session_id, turn_uuid, seq, ts, role, harness, blocks, "
-                        "content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        "content_hash, echo) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (turn.session_id, turn.turn_uuid, *values),
                     ).lastrowid
                     result.added += 1
@@ -380,15 +392,16 @@ class SQLiteStore(Store):
             rows = self._db.execute(
                 "WITH seed AS (SELECT DISTINCT t.session_id, t.seq FROM passages p "
                 f"JOIN turns t ON t.id = p.turn_id WHERE p.id IN ({marks})) "
-                "SELECT DISTINCT p.id, t.session_id, t.seq, t.ts, t.role, p.block_type, p.terms "
+                "SELECT DISTINCT p.id, t.session_id, t.seq, t.ts, t.role, p.block_type, p.terms, "
+                "t.echo "
                 "FROM seed JOIN turns t ON t.session_id = seed.session_id "
                 "AND t.seq BETWEEN seed.seq - ? AND seed.seq + ? "
                 "JOIN passages p ON p.turn_id = t.id",
                 (*passage_ids, reach, reach),
             ).fetchall()
         return [
-            NearPassage(pid, sid, seq, parse_ts(ts), role, kind, terms)
-            for pid, sid, seq, ts, role, kind, terms in rows
+            NearPassage(pid, sid, seq, parse_ts(ts), role, kind, terms, bool(echo))
+            for pid, sid, seq, ts, role, kind, terms, echo in rows
         ]
 
     def dense_search(
@@ -522,6 +535,27 @@ class SQLiteStore(Store):
     def is_empty(self) -> bool:
         with self._lock:
             return self._db.execute("SELECT 1 FROM turns LIMIT 1").fetchone() is None
+
+    # -- recall echoes ------------------------------------------------------------------------------
+    def record_returned(
+        self, turns: list[tuple[str, int]], now: datetime, keep_after: datetime
+    ) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM returned WHERE at < ?", (format_ts(keep_after),))
+            db.executemany(
+                "INSERT INTO returned (turn_id, at) SELECT id, ? FROM turns "
+                "WHERE session_id = ? AND seq = ?",
+                [(format_ts(now), session_id, seq) for session_id, seq in turns],
+            )
+
+    def returned_texts(self, since: datetime) -> list[str]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT blocks FROM turns WHERE id IN "
+                "(SELECT turn_id FROM returned WHERE at >= ?) ORDER BY id",
+                (format_ts(since),),
+            ).fetchall()
+        return [" ".join(block.text for block in _blocks(row[0])) for row in rows]
 
     # -- forgetting -------------------------------------------------------------------------------
     def forget_conversation(self, session_id: str, *, actor: str, now: datetime) -> Forgotten:
@@ -823,12 +857,14 @@ class _Transaction:
             self.lock.release()
 
 
-_TURN_COLUMNS = "t.session_id, t.turn_uuid, t.seq, t.ts, t.role, t.harness, t.blocks"
+_TURN_COLUMNS = "t.session_id, t.turn_uuid, t.seq, t.ts, t.role, t.harness, t.blocks, t.echo"
 
 
 def _turn(row: tuple) -> Turn:
-    session_id, turn_uuid, seq, ts, role, harness, blocks = row
-    return Turn(session_id, turn_uuid, seq, parse_ts(ts), role, harness, _blocks(blocks))
+    session_id, turn_uuid, seq, ts, role, harness, blocks, echo = row
+    return Turn(
+        session_id, turn_uuid, seq, parse_ts(ts), role, harness, _blocks(blocks), bool(echo)
+    )
 
 
 def _blocks_json(blocks: tuple[Block, ...]) -> str:
