@@ -184,7 +184,7 @@ def cli(home: Path, *args: str, code: int = 0, env: dict | None = None) -> str:
 def test_ireneo_forget_on_the_command_line(tmp_path, home):
     src = two_conversations(tmp_path)
     cli(home, "index", str(src))
-    assert "Forgot conversation secret-talk: 1 conversations, 3 turns" in cli(
+    assert "Forgot conversation secret-talk: 1 conversation, 3 turns, 0 memories." in cli(
         home, "forget", "--session", "secret-talk"
     )
     assert occurrences(home, MARKER) == []

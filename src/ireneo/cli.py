@@ -242,11 +242,17 @@ def forget(
     else:
         forgotten = memory.forget_older_than(days, actor="cli")
         what = f"conversations older than {days:g} days"
-    f = forgotten
     emit(
-        as_json,
-        {"forgotten": what, **f.to_dict()},
-        f"Forgot {what}: {f.conversations} conversations, {f.turns} turns, {f.memories} memories.",
+        as_json, {"forgotten": what, **forgotten.to_dict()}, f"Forgot {what}: {_counts(forgotten)}."
+    )
+
+
+def _counts(f) -> str:
+    """`1 conversation, 3 turns, 0 memories`."""
+    words = (("conversation", "conversations"), ("turn", "turns"), ("memory", "memories"))
+    counts = (f.conversations, f.turns, f.memories)
+    return ", ".join(
+        f"{n} {one if n == 1 else many}" for n, (one, many) in zip(counts, words, strict=True)
     )
 
 
@@ -257,11 +263,7 @@ def _audit_line(entry) -> str:
         "forget_before": "conversations before "
         + (entry.before.strftime("%Y-%m-%d %H:%M") if entry.before else "?"),
     }.get(entry.action, entry.action)
-    f = entry.forgotten
-    return (
-        f"{entry.at:%Y-%m-%d %H:%M} UTC  by {entry.actor:<9}  {what}: "
-        f"{f.conversations} conversations, {f.turns} turns, {f.memories} memories"
-    )
+    return f"{entry.at:%Y-%m-%d %H:%M} UTC  by {entry.actor:<9}  {what}: {_counts(entry.forgotten)}"
 
 
 @main.command()
