@@ -92,12 +92,15 @@ def store_turns(
     With `redact`, secrets are replaced by markers first (ireneo.privacy): the hash is of the
     redacted turn, so a conversation posted again is unchanged, and no secret reaches the store.
     """
-    if redact:
-        turns = [redact_turn(turn) for turn in turns]
-    hashes = [content_hash(turn) for turn in turns]
     stored = store.turn_hashes([(t.session_id, t.turn_uuid) for t in turns])
     rows, echoes = [], set()
-    for turn, digest in zip(turns, hashes, strict=True):
+    for turn in turns:
+        digest = content_hash(turn)
+        # A turn stored as it comes held no secret: nothing to redact (the gateway posts the
+        # whole conversation each time, so this is most turns). Others are redacted, then compared.
+        if redact and stored.get((turn.session_id, turn.turn_uuid)) != digest:
+            turn = redact_turn(turn)
+            digest = content_hash(turn)
         unchanged = stored.get((turn.session_id, turn.turn_uuid)) == digest
         rows.append((turn, digest, [] if unchanged else passages(turn, split)))
         if not unchanged and echo is not None and echo(turn):
