@@ -79,9 +79,7 @@ def test_forgetting_a_conversation_leaves_no_byte_of_it_in_the_files(indexed, ho
     # the rest is whole: searchable by keyword and by vector
     hits = indexed.recall("MT-4471 pump bearing", k=3)
     assert {hit.session_id for hit in hits} == {"kept-talk"}
-    assert indexed.recall(MARKER, k=3) == [] or all(
-        MARKER not in hit.text for hit in indexed.recall(MARKER, k=3)
-    )
+    assert all(MARKER not in hit.text for hit in indexed.recall(MARKER, k=3))
 
 
 def test_the_full_text_index_keeps_no_term_of_a_forgotten_conversation(indexed, home):
@@ -89,16 +87,12 @@ def test_the_full_text_index_keeps_no_term_of_a_forgotten_conversation(indexed, 
     db = sqlite3.connect(home / "memory.db")
     try:
         vocab = [row[0] for row in db.execute("SELECT term FROM passages_vocab")]
-        integrity = db.execute(
-            "INSERT INTO passages_fts (passages_fts) VALUES ('integrity-check')"
-        ).rowcount
-        freelist = db.execute("PRAGMA freelist_count").fetchone()[0]
+        # raises if the index no longer matches the passages table
+        db.execute("INSERT INTO passages_fts (passages_fts) VALUES ('integrity-check')")
     finally:
         db.close()
     assert MARKER not in vocab
     assert "mt" in vocab or "4471" in vocab  # the kept conversation's terms are still there
-    assert integrity in (-1, 0, 1)
-    assert freelist >= 0
 
 
 def test_the_old_text_of_an_edited_turn_does_not_survive_a_forget(tmp_path, home):
