@@ -75,7 +75,6 @@ class Inspector:
         verifier: IreneoJWTVerifier,
         admin_key: str | None,
         recall_k: int,
-        secure_cookie: bool = False,
         clock: Callable[[], float] = time.time,
     ):
         self.registry = registry
@@ -83,7 +82,6 @@ class Inspector:
         self.verifier = verifier
         self.admin_key = admin_key
         self.recall_k = recall_k
-        self.secure_cookie = secure_cookie
         self.clock = clock
         self._secret = secrets.token_bytes(32)
 
@@ -197,7 +195,6 @@ class Inspector:
             path="/inspect",
             httponly=True,
             samesite="strict",
-            secure=self.secure_cookie,
         )
         return response
 
