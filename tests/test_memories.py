@@ -384,24 +384,29 @@ def test_recall_of_both_marks_each_hit_and_never_drops_a_conversation(memory, tm
 # -- storage --------------------------------------------------------------------------------------
 
 
-def test_a_memory_written_at_version_1_migrates_and_recalls_as_a_new_one(
-    home, tmp_path, monkeypatch
-):
+def test_a_memory_written_before_migration_2_opens_and_recalls_the_same(home, tmp_path):
     conversation(tmp_path / "src", "pay-1", CONVERSATIONS["pay-1"])
-    with Memory(tmp_path / "new") as new:
-        new.index([tmp_path / "src"])
-        expected = [(h.session_id, h.seq, h.score) for h in new.recall("payment", k=3)]
-    with monkeypatch.context() as patch:
-        patch.setattr(sqlite_store, "MIGRATIONS", sqlite_store.MIGRATIONS[:1])
-        with Memory(home) as old:
-            old.index([tmp_path / "src"])
+    with Memory(home) as old:
+        old.index([tmp_path / "src"])
+        before = [(h.session_id, h.seq, h.score) for h in old.recall("payment", k=3)]
+    # Take the file back to the schema of migration 1: what the later migrations added goes.
     db = sqlite3.connect(home / "memory.db")
+    db.executescript(
+        """
+        DROP TABLE memories_vocab; DROP TABLE memories_fts; DROP TABLE memory_vectors;
+        DROP TABLE memory_tags; DROP TABLE memories; DROP TABLE forget_log;
+        DROP TABLE returned; ALTER TABLE turns DROP COLUMN echo;
+        DROP TRIGGER passages_df_ai; DROP TRIGGER passages_df_ad; DROP TABLE term_df;
+        DELETE FROM migrations WHERE version > 1;
+        """
+    )
     assert [v for (v,) in db.execute("SELECT version FROM migrations")] == [1]
     db.close()
     with Memory(home) as memory:
-        assert [(h.session_id, h.seq, h.score) for h in memory.recall("payment", k=3)] == expected
+        assert [(h.session_id, h.seq, h.score) for h in memory.recall("payment", k=3)] == before
         memory.memories.store(RAHUL)
         assert texts(memory.memories.search("card")) == [RAHUL]
+        assert [t.echo for t in memory.get("pay-1")] == [False] * len(CONVERSATIONS["pay-1"])
     db = sqlite3.connect(home / "memory.db")
     versions = [v for (v,) in db.execute("SELECT version FROM migrations ORDER BY version")]
     assert versions == list(range(1, len(sqlite_store.MIGRATIONS) + 1))

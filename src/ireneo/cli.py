@@ -180,9 +180,90 @@ def status(memory: Memory, as_json: bool) -> None:
         "model": s.model,
         "disk_bytes": s.disk_bytes,
         "last_indexed": s.last_indexed,
+        "retention_days": _retention_days(),
         **s.extra,
     }
+    retention = document["retention_days"]
+    s.extra["retention"] = f"{retention:g} days" if retention else "off (keep everything)"
     emit(as_json, document, render_status(s, str(memory.home)))
+
+
+def _retention_days() -> float | None:
+    """IRENEO_RETENTION_DAYS, as the server reads it (None: off)."""
+    from ireneo.server.settings import Settings, SettingsError
+
+    try:
+        return Settings.from_env().retention_days
+    except SettingsError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@main.command()
+@click.option("--session", "session_id", help="Forget this conversation.")
+@click.option("--all", "everything", is_flag=True, help="Forget every conversation and memory.")
+@click.option(
+    "--older-than",
+    "days",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Forget conversations whose last turn is more than DAYS days old.",
+)
+@click.option("--log", "show_log", is_flag=True, help="Show the audit log of forgets instead.")
+@memory_options
+def forget(
+    memory: Memory,
+    as_json: bool,
+    session_id: str | None,
+    everything: bool,
+    days: float | None,
+    show_log: bool,
+) -> None:
+    """Forget conversations now: their text, search entries and vectors leave the files."""
+    chosen = [bool(session_id), everything, days is not None, show_log]
+    if sum(chosen) != 1:
+        raise click.UsageError("give exactly one of --session ID, --all, --older-than DAYS, --log")
+    if show_log:
+        entries = memory.audit_log()
+        emit(
+            as_json,
+            {"audit": [entry.to_dict() for entry in entries]},
+            "\n".join(_audit_line(entry) for entry in entries) or "Nothing was ever forgotten.",
+        )
+        return
+    if session_id:
+        forgotten = memory.forget(session_id, actor="cli")
+        if not forgotten.turns:
+            raise NotFound(
+                f"no conversation {session_id!r} in {memory.home} (see: ireneo sessions)"
+            )
+        what = f"conversation {session_id}"
+    elif everything:
+        forgotten = memory.forget_all(actor="cli")
+        what = "everything"
+    else:
+        forgotten = memory.forget_older_than(days, actor="cli")
+        what = f"conversations older than {days:g} days"
+    emit(
+        as_json, {"forgotten": what, **forgotten.to_dict()}, f"Forgot {what}: {_counts(forgotten)}."
+    )
+
+
+def _counts(f) -> str:
+    """`1 conversation, 3 turns, 0 memories`."""
+    words = (("conversation", "conversations"), ("turn", "turns"), ("memory", "memories"))
+    counts = (f.conversations, f.turns, f.memories)
+    return ", ".join(
+        f"{n} {one if n == 1 else many}" for n, (one, many) in zip(counts, words, strict=True)
+    )
+
+
+def _audit_line(entry) -> str:
+    what = {
+        "forget_conversation": f"conversation #{entry.conversation}",
+        "forget_all": "everything",
+        "forget_before": "conversations before "
+        + (entry.before.strftime("%Y-%m-%d %H:%M") if entry.before else "?"),
+    }.get(entry.action, entry.action)
+    return f"{entry.at:%Y-%m-%d %H:%M} UTC  by {entry.actor:<9}  {what}: {_counts(entry.forgotten)}"
 
 
 @main.command()
@@ -334,7 +415,8 @@ def memories_expire(memory: Memory, as_json: bool) -> None:
 
 def _turn_dict(turn: Turn) -> dict:
     """A turn as `get --json` prints it: its `.funes.jsonl` record and its text as shown."""
-    return {**funes_jsonl.to_record(turn), "text": turn.text}
+    record = {**funes_jsonl.to_record(turn), "text": turn.text}
+    return {**record, "echo": True} if turn.echo else record
 
 
 def _register_commands_of_other_layers() -> None:

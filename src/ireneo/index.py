@@ -18,6 +18,7 @@ from ireneo.embed import Embedder
 from ireneo.errors import FormatError
 from ireneo.formats import funes_jsonl, jsonl
 from ireneo.model import Turn, format_ts
+from ireneo.privacy import redact_turn
 from ireneo.store import PassageDraft, SourceState, Store, StoreResult
 
 Progress = Callable[[int, int], None]  # (done, total)
@@ -50,7 +51,9 @@ def find_files(paths: Iterable[str | Path]) -> list[Path]:
     return jsonl.find_files(paths, funes_jsonl.SUFFIX)
 
 
-def index_files(store: Store, split: Callable[[str], list[str]], files: list[Path]) -> IndexReport:
+def index_files(
+    store: Store, split: Callable[[str], list[str]], files: list[Path], *, redact: bool = True
+) -> IndexReport:
     """Store the turns of every changed file; a refused file is reported and nothing of it written."""
     report = IndexReport()
     for path in files:
@@ -70,7 +73,7 @@ def index_files(store: Store, split: Callable[[str], list[str]], files: list[Pat
         except FormatError as error:
             report.refused.append(error)
             continue
-        report.turns += store_turns(store, split, turns, source)
+        report.turns += store_turns(store, split, turns, source, redact=redact)
         report.files_indexed += 1
     return report
 
@@ -80,15 +83,29 @@ def store_turns(
     split: Callable[[str], list[str]],
     turns: list[Turn],
     source: SourceState | None = None,
+    *,
+    redact: bool = True,
+    echo: Callable[[Turn], bool] | None = None,
 ) -> StoreResult:
-    """Store turns (new, edited or unchanged) in one transaction; only changed ones are re-cut."""
-    hashes = [content_hash(turn) for turn in turns]
+    """Store turns (new, edited or unchanged) in one transaction; only changed ones are re-cut.
+
+    With `redact`, secrets are replaced by markers first (ireneo.privacy): the hash is of the
+    redacted turn, so a conversation posted again is unchanged, and no secret reaches the store.
+    """
     stored = store.turn_hashes([(t.session_id, t.turn_uuid) for t in turns])
-    rows = []
-    for turn, digest in zip(turns, hashes, strict=True):
+    rows, echoes = [], set()
+    for turn in turns:
+        digest = content_hash(turn)
+        # A turn stored as it comes held no secret: nothing to redact (the gateway posts the
+        # whole conversation each time, so this is most turns). Others are redacted, then compared.
+        if redact and stored.get((turn.session_id, turn.turn_uuid)) != digest:
+            turn = redact_turn(turn)
+            digest = content_hash(turn)
         unchanged = stored.get((turn.session_id, turn.turn_uuid)) == digest
         rows.append((turn, digest, [] if unchanged else passages(turn, split)))
-    return store.write_turns(rows, source)
+        if not unchanged and echo is not None and echo(turn):
+            echoes.add((turn.session_id, turn.turn_uuid))
+    return store.write_turns(rows, source, frozenset(echoes))
 
 
 def passages(turn: Turn, split: Callable[[str], list[str]]) -> list[PassageDraft]:

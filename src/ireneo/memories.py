@@ -43,6 +43,7 @@ from ireneo import search
 from ireneo.analyze import query_terms, terms
 from ireneo.errors import IreneoError, NotFound
 from ireneo.model import Hit, format_ts
+from ireneo.privacy import redact
 from ireneo.store.base import (
     IMPORTANCE_LEVELS,
     MemoryDraft,
@@ -185,8 +186,11 @@ class Memories:
         source: str | None = None,
     ) -> MemoryWrite:
         """Keep `content`; a near-duplicate of a stored memory updates that one (see the module)."""
+        content = _content(content)
+        if self.memory.redact:
+            content = redact(content)
         draft = MemoryDraft(
-            content=_content(content),
+            content=content,
             terms=" ".join(terms(content)),
             tags=normalise_tags(tags),
             importance=importance_index(importance),

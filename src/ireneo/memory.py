@@ -13,17 +13,19 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ireneo import index as indexing
-from ireneo import search
+from ireneo import privacy, search
+from ireneo.echoes import EchoPolicy, is_echo
 from ireneo.embed import DEFAULT_MODEL, RELEVANCE_FLOOR, Embedder, load_embedder
 from ireneo.errors import ModelMismatch, NotFound
 from ireneo.model import Hit, SessionSummary, Turn
 from ireneo.store import Filters, Status, StoreResult, open_store
+from ireneo.store.base import AuditEntry, Forgotten
 
 if TYPE_CHECKING:
     from ireneo.memories import Memories
@@ -38,8 +40,17 @@ def default_home() -> Path:
 class Memory:
     """One memory: a directory holding one user's turns, search index and vectors."""
 
-    def __init__(self, home: str | Path | None = None, *, model: str | None = None):
+    def __init__(
+        self,
+        home: str | Path | None = None,
+        *,
+        model: str | None = None,
+        redact: bool | None = None,
+    ):
         self.home = Path(home) if home is not None else default_home()
+        # Secrets become markers before anything is stored (ireneo.privacy); IRENEO_REDACT=0: off.
+        self.redact = privacy.enabled_by_default() if redact is None else redact
+        self.echo_policy = EchoPolicy.from_env()
         self.store = open_store(self.home)
         stored = self.store.get_meta("model")
         requested = model or os.environ.get("IRENEO_MODEL")
@@ -66,13 +77,42 @@ class Memory:
     ) -> indexing.IndexReport:
         """Index `.funes.jsonl` files and directories: unchanged files cost nothing."""
         files = indexing.find_files(paths)
-        report = indexing.index_files(self.store, self.embedder.split, files)
+        report = indexing.index_files(self.store, self.embedder.split, files, redact=self.redact)
         report.embedded = self.embed_pending(progress)
         return report
 
-    def store_turns(self, turns: list[Turn]) -> StoreResult:
-        """Store turns durably (keyword-searchable on return); vectors come with embed_pending."""
-        return indexing.store_turns(self.store, self.embedder.split, turns)
+    def store_turns(self, turns: list[Turn], *, now: datetime | None = None) -> StoreResult:
+        """Store turns durably (keyword-searchable on return); vectors come with embed_pending.
+
+        An assistant turn that mostly repeats what was returned to this user within the echo
+        window before `now` is flagged as a recall echo (ireneo.echoes).
+        """
+        return indexing.store_turns(
+            self.store, self.embedder.split, turns, redact=self.redact, echo=self._echo_test(now)
+        )
+
+    def note_returned(self, turns: Iterable[tuple[str, int]], now: datetime | None = None) -> None:
+        """Remember that these turns `(session_id, seq)` were just shown to the user's agent."""
+        if not self.echo_policy.enabled:
+            return
+        now = now or _now()
+        self.store.record_returned(list(turns), now, now - self.echo_policy.window)
+
+    def _echo_test(self, now: datetime | None) -> Callable[[Turn], bool] | None:
+        if not self.echo_policy.enabled:
+            return None
+        since = (now or _now()) - self.echo_policy.window
+        returned: list[str] | None = None
+
+        def test(turn: Turn) -> bool:
+            nonlocal returned
+            if turn.role != "assistant":
+                return False
+            if returned is None:  # read once, and only when an assistant turn is new
+                returned = self.store.returned_texts(since)
+            return is_echo(turn.text, returned, self.echo_policy)
+
+        return test
 
     def embed_pending(self, progress: indexing.Progress | None = None) -> int:
         """Embed whatever is stored but has no vector yet."""
@@ -108,9 +148,12 @@ class Memory:
         block_types: Iterable[str] | None = None,
         radius: int = 1,
         reranker: search.Reranker | None = None,
+        include_echoes: bool = False,
     ) -> list[Hit]:
-        """The `k` turns that best match `query`, best first, each with its neighbours."""
+        """The `k` turns that best match `query`, best first, each with its neighbours.
+        Recall echoes (ireneo.echoes) are left out unless `include_echoes`."""
         filters = Filters(
+            include_echoes=include_echoes,
             since=_instant(since, end_of_day=False),
             until=_instant(until, end_of_day=True),
             role=role,
@@ -143,6 +186,30 @@ class Memory:
     def status(self) -> Status:
         return self.store.status()
 
+    # -- forgetting: immediate, whole, audited (docs/privacy.md) ------------------------------
+    def forget(
+        self, session_id: str, *, actor: str = "api", now: datetime | None = None
+    ) -> Forgotten:
+        """Forget one conversation: its turns, search entries and vectors, at once."""
+        return self.store.forget_conversation(session_id, actor=actor, now=now or _now())
+
+    def forget_all(self, *, actor: str = "api", now: datetime | None = None) -> Forgotten:
+        """Forget every conversation and explicit memory; the audit log stays."""
+        return self.store.forget_all(actor=actor, now=now or _now())
+
+    def forget_older_than(
+        self, days: float, *, actor: str = "api", now: datetime | None = None
+    ) -> Forgotten:
+        """Forget the conversations whose last turn is more than `days` days old."""
+        if days <= 0:
+            raise ValueError(f"the age must be more than 0 days, not {days}")
+        now = now or _now()
+        return self.store.forget_before(now - timedelta(days=days), actor=actor, now=now)
+
+    def audit_log(self) -> list[AuditEntry]:
+        """Every forget done in this memory, oldest first (no text, no conversation ids)."""
+        return self.store.audit_log()
+
     def is_empty(self) -> bool:
         return self.store.is_empty()
 
@@ -170,6 +237,10 @@ class Memory:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 def _instant(value: date | datetime | str | None, *, end_of_day: bool) -> datetime | None:

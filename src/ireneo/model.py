@@ -33,6 +33,7 @@ class Turn:
     role: str
     harness: str
     blocks: tuple[Block, ...]
+    echo: bool = False  # a recall echo (ireneo.echoes): kept, but not recalled by default
 
     @property
     def text(self) -> str:

@@ -73,7 +73,8 @@ def render_turns(turns: list[Turn], *, ref: str | None = None) -> str:
     where = f"ref {ref}" if ref else f"conversation {turns[0].session_id}"
     lines = [f"{where} · turns {turns[0].seq}–{turns[-1].seq}"]
     for turn in turns:
-        lines.append(f"\n[{turn.seq}] {when(turn)} UTC · {turn.role}\n{turn.text}")
+        echo = " · recall echo" if turn.echo else ""
+        lines.append(f"\n[{turn.seq}] {when(turn)} UTC · {turn.role}{echo}\n{turn.text}")
     return "\n".join(lines)
 
 

@@ -83,7 +83,7 @@ def recall(
     filters, fusion = filters or Filters(), fusion or Fusion()
     pool = k * 4 if reranker else k
     scores = window_scores(store, embed_query, query, filters, radius, fusion)
-    hits = build_hits(store, scores, pool, radius)
+    hits = build_hits(store, scores, pool, radius, include_echoes=filters.include_echoes)
     if reranker:
         hits = reranker.rerank(query, hits)
     return hits[:k]
@@ -110,6 +110,8 @@ def window_scores(
     if not seeds:
         return {}
     near = store.passages_near(sorted(seeds), 2 * radius)
+    if not filters.include_echoes:  # an echo neither is a hit nor lends its words to a window
+        near = [p for p in near if not p.echo]
     if filters.block_types:
         near = [p for p in near if p.block_type in filters.block_types]
     cosines = store.dense_scores(vector, [p.passage_id for p in near]) if vector is not None else {}
@@ -326,7 +328,12 @@ def selective(terms: list[str], stats: TermStats) -> list[str]:
 
 
 def build_hits(
-    store: Store, scores: dict[tuple[str, int], Score], k: int, radius: int
+    store: Store,
+    scores: dict[tuple[str, int], Score],
+    k: int,
+    radius: int,
+    *,
+    include_echoes: bool = False,
 ) -> list[Hit]:
     """Best windows first, as hits.
 
@@ -349,7 +356,9 @@ def build_hits(
         if hit is None:  # forgotten between the two queries
             continue
         shown.update((session_id, t.seq) for t in turns)
-        context = [t.as_context() for t in turns if t.seq != best]
+        context = [
+            t.as_context() for t in turns if t.seq != best and (include_echoes or not t.echo)
+        ]
         hits.append(
             Hit(session_id, hit.turn_uuid, best, hit.ts, hit.role, hit.text, score.window, context)
         )

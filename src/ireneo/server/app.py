@@ -5,7 +5,10 @@
 keeps no state beyond the memories on disk: open memories, index tasks and recall slots are
 caches and limits, rebuilt on start (users with turns still waiting for vectors are indexed
 again on start). A periodic job removes expired low-importance memories
-(`IRENEO_MEMORY_EXPIRY_INTERVAL` seconds apart; the first run one interval after start).
+(`IRENEO_MEMORY_EXPIRY_INTERVAL` seconds apart; the first run one interval after start), and,
+with `IRENEO_RETENTION_DAYS` set, another forgets conversations older than that
+(`IRENEO_RETENTION_INTERVAL`). `DELETE /conversations/{user}/{conversation_id}` and
+`DELETE /users/{user}` forget (ireneo.server.forget).
 """
 
 from __future__ import annotations
@@ -30,8 +33,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ireneo.memories import Memories, MemoryPolicy, utc_now
 from ireneo.server.auth import build_verifier, caller_user
 from ireneo.server.chat import ChatRoutes
+from ireneo.server.forget import AUDIT_FILE, AuditFile, ForgetRoutes, Forgetter, Retention
 from ireneo.server.indexer import Indexer
 from ireneo.server.ingest import IngestRoute
+from ireneo.server.inspect import Inspector
 from ireneo.server.logs import log_event
 from ireneo.server.memories import MemoryRegistry, user_key
 from ireneo.server.settings import Settings
@@ -63,6 +68,8 @@ class ServerState:
     chat: ChatRoutes | None = None
     expiry: MemoryExpiry | None = None
     memory_tools: MemoryTools | None = None
+    forgetter: Forgetter | None = None
+    retention: Retention | None = None
 
 
 class MemoryExpiry:
@@ -145,26 +152,31 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
     recaller = recaller_for(settings)
     clock = clock or utc_now
     expiry = MemoryExpiry(registry, settings.memory_policy, clock, settings.memory_expiry_interval)
+    forgetter = Forgetter(registry, AuditFile(settings.home / AUDIT_FILE), clock)
+    retention = Retention(forgetter, settings.retention_days, settings.retention_interval)
 
     @asynccontextmanager
     async def lifespan(server: FastMCP):
         settings.users_dir.mkdir(parents=True, exist_ok=True)
         catch_up = asyncio.get_running_loop().create_task(indexer.catch_up())
         expiring = asyncio.get_running_loop().create_task(expiry.run_forever())
+        retaining = asyncio.get_running_loop().create_task(retention.run_forever())
         log_event(log, "server_start", dev=settings.dev, auth=settings.jwt_algorithm)
         try:
             yield {}
         finally:
             catch_up.cancel()
             expiring.cancel()
+            retaining.cancel()
             await indexer.stop()
             await asyncio.to_thread(registry.close_all)
             log_event(log, "server_stop", index_runs=sum(indexer.runs.values()))
 
+    verifier = build_verifier(settings)
     mcp = FastMCP(
         "ireneo",
         instructions=INSTRUCTIONS,
-        auth=build_verifier(settings),
+        auth=verifier,
         lifespan=lifespan,
     )
 
@@ -203,6 +215,35 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
     async def turns(request: Request) -> JSONResponse:
         return await ingest(request)
 
+    forget = ForgetRoutes(forgetter, settings.ingest_key)
+
+    @mcp.custom_route(
+        "/conversations/{user}/{conversation_id}", methods=["DELETE"], include_in_schema=False
+    )
+    async def forget_conversation(request: Request) -> JSONResponse:
+        return await forget.conversation(request)
+
+    @mcp.custom_route("/users/{user}", methods=["DELETE"], include_in_schema=False)
+    async def forget_user(request: Request) -> JSONResponse:
+        return await forget.user(request)
+
+    inspector = Inspector(
+        registry=registry,
+        forgetter=forgetter,
+        verifier=verifier,
+        admin_key=settings.admin_key,
+        recall_k=settings.recall_k,
+    )
+    for path, methods, handler in (
+        ("/inspect", ["GET"], inspector.home),
+        ("/inspect/sign-in", ["POST"], inspector.sign_in),
+        ("/inspect/sign-out", ["POST"], inspector.sign_out),
+        ("/inspect/search", ["GET"], inspector.search),
+        ("/inspect/c/{ref}", ["GET"], inspector.conversation),
+        ("/inspect/forget", ["POST"], inspector.forget),
+    ):
+        mcp.custom_route(path, methods=methods, include_in_schema=False)(handler)
+
     chat = ChatRoutes(
         settings=settings, registry=registry, indexer=indexer, recaller=recaller, clock=clock
     )
@@ -230,7 +271,16 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
         middleware=[Middleware(RequestLog)],
     )
     app.state.ireneo = ServerState(
-        settings, registry, indexer, recaller, mcp, chat, expiry, memory_tools
+        settings,
+        registry,
+        indexer,
+        recaller,
+        mcp,
+        chat,
+        expiry,
+        memory_tools,
+        forgetter,
+        retention,
     )
     return app
 
@@ -276,7 +326,12 @@ class RequestLog:
 
 
 def _loggable_path(path: str | None) -> str | None:
-    """The path, without the customer id that `/memories/{customer_id}` carries."""
-    if path and path.startswith("/memories/"):
-        return "/memories/{customer_id}"
+    """The path, without the user or customer ids that some routes carry."""
+    for prefix, template in (
+        ("/memories/", "/memories/{customer_id}"),
+        ("/conversations/", "/conversations/{user}/{conversation_id}"),
+        ("/users/", "/users/{user}"),
+    ):
+        if path and path.startswith(prefix):
+            return template
     return path

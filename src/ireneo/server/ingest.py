@@ -42,7 +42,7 @@ class IngestRoute:
     ):
         self.registry = registry
         self.indexer = indexer
-        self._key = ingest_key.encode("utf-8") if ingest_key else None
+        self._key = ingest_key or None
         self.max_body_bytes = max_body_bytes
 
     async def __call__(self, request: Request) -> JSONResponse:
@@ -90,10 +90,7 @@ class IngestRoute:
         )
 
     def _authorised(self, request: Request) -> bool:
-        if self._key is None:  # dev mode without a key
-            return True
-        given = request.headers.get("x-ingest-key", "").encode("utf-8")
-        return hmac.compare_digest(given, self._key)
+        return ingest_key_matches(request, self._key)
 
     async def _read_body(self, request: Request) -> bytes:
         declared = request.headers.get("content-length", "")
@@ -112,6 +109,14 @@ class IngestRoute:
         with self.registry.lease(key, create=True) as memory:
             assert memory is not None
             return memory.store_turns(turns)
+
+
+def ingest_key_matches(request: Request, key: str | None) -> bool:
+    """The request's `x-ingest-key` is `key`, compared in constant time (no key: dev mode)."""
+    if key is None:
+        return True
+    given = request.headers.get("x-ingest-key", "").encode("utf-8")
+    return hmac.compare_digest(given, key.encode("utf-8"))
 
 
 def _error(status: int, message: str, *, field: str | None = None) -> JSONResponse:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shutil
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -85,6 +86,21 @@ class MemoryRegistry:
             yield entry.memory
         finally:
             self._release(entry)
+
+    def remove(self, key: str) -> None:
+        """Close the user's memory (now, or when its last lease ends) and delete its directory.
+
+        Call it after forgetting everything in it: deleting files does not scrub them.
+        """
+        path = self.path(key)
+        with self._lock:
+            entry = self._open.pop(key, None) or self._retiring.pop(key, None)
+            if entry is not None:
+                entry.retired = True
+            idle = entry is not None and entry.leases == 0
+        if idle:
+            self._close(entry)
+        shutil.rmtree(path, ignore_errors=True)
 
     def open_count(self) -> int:
         with self._lock:

@@ -51,6 +51,9 @@ class Settings:
     memory_tools: bool = True  # store/search/delete_memory on /mcp (IRENEO_MEMORY_TOOLS=0: off)
     memory_policy: MemoryPolicy = field(default_factory=MemoryPolicy)
     memory_expiry_interval: float = 3600.0
+    # privacy (ireneo.server.forget, ireneo.privacy)
+    retention_days: float | None = None  # IRENEO_RETENTION_DAYS; None: keep conversations
+    retention_interval: float = 3600.0
     admin_key: str | None = field(default=None, repr=False)
     llm_base_url: str | None = None
     llm_model: str | None = None
@@ -104,6 +107,14 @@ class Settings:
             "max_open_memories": number("IRENEO_MAX_OPEN_MEMORIES", int, cls.max_open_memories),
             "memory_expiry_interval": number(
                 "IRENEO_MEMORY_EXPIRY_INTERVAL", float, cls.memory_expiry_interval
+            ),
+            "retention_days": (
+                number("IRENEO_RETENTION_DAYS", float, 1.0)
+                if text("IRENEO_RETENTION_DAYS")
+                else None
+            ),
+            "retention_interval": number(
+                "IRENEO_RETENTION_INTERVAL", float, cls.retention_interval
             ),
             "memory_tools": (text("IRENEO_MEMORY_TOOLS") or "1").lower()
             not in ("0", "false", "no", "off"),

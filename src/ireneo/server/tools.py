@@ -34,6 +34,7 @@ from ireneo.memories import (
     utc_now,
 )
 from ireneo.memory import Memory
+from ireneo.model import Hit
 from ireneo.render import render_hits, render_turns
 from ireneo.server.logs import log_event
 
@@ -95,6 +96,11 @@ MemoryLease = Callable[[], AbstractContextManager[Memory | None]]
 # The caller's identity for logs (a hashed key) and a way to open their memory; None when the
 # caller cannot be told (the tools then answer UNAVAILABLE).
 Caller = Callable[[], tuple[str, MemoryLease] | None]
+
+
+def returned_turns(hits: list[Hit]) -> list[tuple[str, int]]:
+    """Every turn a recall shows: each hit and its context, as `(session_id, seq)`."""
+    return [(hit.session_id, turn.seq) for hit in hits for turn in [hit, *hit.context]]
 
 
 class Recaller:
@@ -207,6 +213,7 @@ class Recaller:
                 return NOTHING_RELEVANT, "nothing"
             refs = {hit.session_id: memory.session_ref(hit.session_id) for hit in hits}
             text = render_hits(hits, max_chars=self.max_chars, refs=refs).strip()
+            memory.note_returned(returned_turns(hits))
             return (text or NOTHING_RELEVANT), f"hits:{len(hits)}"
 
     def _read_sync(
@@ -226,7 +233,9 @@ class Recaller:
                 except NotFound:
                     return UNKNOWN_REF, "unknown_ref"
                 return EMPTY_RANGE, "empty_range"
-        return self._fit_turns(turns, ref), f"turns:{len(turns)}"
+            text = self._fit_turns(turns, ref)
+            memory.note_returned((turn.session_id, turn.seq) for turn in turns)
+        return text, f"turns:{len(turns)}"
 
     def _fit_turns(self, turns: list, ref: str) -> str:
         """As many turns from the first as fit in `max_chars`, and where to read on."""

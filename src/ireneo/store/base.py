@@ -8,13 +8,14 @@ unchanged on any implementation.
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
 
-from ireneo.model import SessionSummary, Turn
+from ireneo.model import SessionSummary, Turn, format_ts
 
 
 @dataclass(frozen=True)
@@ -56,10 +57,12 @@ class Filters:
     role: str | None = None
     session_id: str | None = None
     block_types: tuple[str, ...] | None = None
+    include_echoes: bool = False  # recall echoes (ireneo.echoes) are left out unless asked for
 
     @property
     def empty(self) -> bool:
-        return self == Filters()
+        """No filter on what the store returns (echoes are left out above the store)."""
+        return self == Filters(include_echoes=self.include_echoes)
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ class NearPassage:
     role: str
     block_type: str
     terms: str
+    echo: bool = False  # of a turn flagged as a recall echo
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,62 @@ class TermStats:
     passages: int
     average_length: float
     document_frequency: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """What one forget removed."""
+
+    conversations: int = 0
+    turns: int = 0
+    passages: int = 0
+    vectors: int = 0
+    memories: int = 0
+
+    def to_dict(self) -> dict:
+        return {
+            "conversations": self.conversations,
+            "turns": self.turns,
+            "passages": self.passages,
+            "vectors": self.vectors,
+            "memories": self.memories,
+        }
+
+
+FORGET_ACTIONS = ("forget_conversation", "forget_all", "forget_before")
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One forget, as the audit log keeps it: never any text of what was forgotten.
+
+    action: one of FORGET_ACTIONS. actor: who asked (`route`, `cli`, `inspector`, `operator`,
+    `retention`). conversation: sha256 of the conversation id (first 16 hex digits), so that a
+    request about a known id can be checked without the log keeping ids; None for the others.
+    before: the cut-off of `forget_before`.
+    """
+
+    at: datetime
+    action: str
+    actor: str
+    forgotten: Forgotten
+    conversation: str | None = None
+    before: datetime | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "at": format_ts(self.at),
+            "action": self.action,
+            "actor": self.actor,
+            "conversation": self.conversation,
+            "before": format_ts(self.before) if self.before else None,
+            **self.forgotten.to_dict(),
+        }
+
+
+def conversation_digest(session_id: str) -> str:
+    """How the audit log names a conversation: a hash of its id, never the id."""
+    return hashlib.sha256(session_id.encode("utf-8")).hexdigest()[:16]
 
 
 @dataclass
@@ -112,8 +172,11 @@ class Store(ABC):
         self,
         turns: list[tuple[Turn, str, list[PassageDraft]]],
         source: SourceState | None = None,
+        echoes: frozenset[tuple[str, str]] = frozenset(),
     ) -> StoreResult:
-        """Insert or replace `(turn, content_hash, passages)` in one transaction (with `source`)."""
+        """Insert or replace `(turn, content_hash, passages)` in one transaction (with `source`).
+        A turn written whose `(session_id, turn_uuid)` is in `echoes` is flagged as a recall echo
+        (`Turn.echo`); an unchanged turn keeps its flag."""
 
     @abstractmethod
     def source_state(self, path: str) -> SourceState | None: ...
@@ -178,6 +241,40 @@ class Store(ABC):
 
     @abstractmethod
     def is_empty(self) -> bool: ...
+
+    # -- recall echoes (ireneo.echoes) -------------------------------------------------------------
+    @abstractmethod
+    def record_returned(
+        self, turns: list[tuple[str, int]], now: datetime, keep_after: datetime
+    ) -> None:
+        """Remember that these turns `(session_id, seq)` were returned to the user at `now`, and
+        forget records older than `keep_after`."""
+
+    @abstractmethod
+    def returned_texts(self, since: datetime) -> list[str]:
+        """The text of each turn returned to the user since `since`, once each."""
+
+    # -- forgetting ------------------------------------------------------------------------------
+    # Each forget removes turns, passages, their full-text entries and vectors (and, for
+    # forget_all, explicit memories and file states) in one transaction, records an AuditEntry
+    # in the same transaction, and leaves none of the text readable in the storage afterwards.
+
+    @abstractmethod
+    def forget_conversation(self, session_id: str, *, actor: str, now: datetime) -> Forgotten:
+        """Forget one conversation (nothing, and no audit entry, when there is none)."""
+
+    @abstractmethod
+    def forget_all(self, *, actor: str, now: datetime) -> Forgotten:
+        """Forget every conversation, explicit memory and indexed-file state; the audit log
+        stays."""
+
+    @abstractmethod
+    def forget_before(self, before: datetime, *, actor: str, now: datetime) -> Forgotten:
+        """Forget every conversation whose last turn is older than `before` (retention)."""
+
+    @abstractmethod
+    def audit_log(self) -> list[AuditEntry]:
+        """Every forget recorded in this memory, oldest first."""
 
     @abstractmethod
     def status(self) -> Status: ...

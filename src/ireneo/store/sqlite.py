@@ -13,6 +13,7 @@ import json
 import secrets
 import sqlite3
 import threading
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -21,7 +22,9 @@ from threadpoolctl import ThreadpoolController
 
 from ireneo.model import Block, SessionSummary, Turn, format_ts, parse_ts
 from ireneo.store.base import (
+    AuditEntry,
     Filters,
+    Forgotten,
     MemoryDraft,
     MemoryFilter,
     MemoryRecord,
@@ -33,6 +36,7 @@ from ireneo.store.base import (
     Store,
     StoreResult,
     TermStats,
+    conversation_digest,
 )
 
 DB_NAME = "memory.db"
@@ -155,7 +159,33 @@ MIGRATIONS: list[str] = [
         INSERT INTO memories_fts (rowid, terms) VALUES (new.id, new.terms);
     END;
     """,
-    # 3: document frequencies in a table of their own. fts5vocab counts a term's documents by
+    # 3: the audit log of forgets: what kind, by whom, how much; never any text or id.
+    """
+    CREATE TABLE forget_log (
+        id INTEGER PRIMARY KEY,
+        at TEXT NOT NULL,
+        action TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        conversation TEXT,
+        before TEXT,
+        conversations INTEGER NOT NULL,
+        turns INTEGER NOT NULL,
+        passages INTEGER NOT NULL,
+        vectors INTEGER NOT NULL,
+        memories INTEGER NOT NULL
+    );
+    """,
+    # 4: recall echoes (ireneo.echoes): a flag on turns, and which turns were returned when.
+    """
+    ALTER TABLE turns ADD COLUMN echo INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE returned (
+        turn_id INTEGER NOT NULL REFERENCES turns(id) ON DELETE CASCADE,
+        at TEXT NOT NULL
+    );
+    CREATE INDEX returned_at ON returned (at);
+    CREATE INDEX returned_turn ON returned (turn_id);
+    """,
+    # 5: document frequencies in a table of their own. fts5vocab counts a term's documents by
     # walking its postings, so asking for "the" cost as much as a whole query (15 ms at 60,000
     # passages); here it is one key lookup. A term leaves the table with its last passage, so a
     # forgotten word does not stay behind.
@@ -164,7 +194,6 @@ MIGRATIONS: list[str] = [
     INSERT INTO term_df
         SELECT value, count(DISTINCT p.id) FROM passages p, json_each({_terms_json("p.terms")})
         WHERE value <> '' GROUP BY value;
-    DROP TABLE passages_vocab;
     CREATE TRIGGER passages_df_ai AFTER INSERT ON passages BEGIN
         INSERT INTO term_df (term, passages)
             SELECT DISTINCT value, 1 FROM json_each({_terms_json("new.terms")}) WHERE value <> ''
@@ -190,6 +219,9 @@ class SQLiteStore(Store):
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.execute("PRAGMA busy_timeout=10000")
+        # Deleted content is overwritten with zeros, not left in free pages: a forgotten turn (or
+        # the old text of an edited one) must not stay readable in the file.
+        self._db.execute("PRAGMA secure_delete=ON")
         self._migrate()
         self._matrix = np.zeros((0, 0), dtype=np.float32)
         self._ids = np.zeros(0, dtype=np.int64)
@@ -252,6 +284,7 @@ class SQLiteStore(Store):
         self,
         turns: list[tuple[Turn, str, list[PassageDraft]]],
         source: SourceState | None = None,
+        echoes: frozenset[tuple[str, str]] = frozenset(),
     ) -> StoreResult:
         result = StoreResult()
         salt = self.get_meta("ref_salt") or ""
@@ -271,13 +304,14 @@ class SQLiteStore(Store):
                     turn.harness,
                     _blocks_json(turn.blocks),
                     content_hash,
+                    int((turn.session_id, turn.turn_uuid) in echoes),
                 )
                 if row:
                     turn_id = row[0]
                     db.execute("DELETE FROM passages WHERE turn_id = ?", (turn_id,))
                     db.execute(
                         "UPDATE turns SET seq = ?, ts = ?, role = ?, harness = ?, blocks = ?, "
-                        "content_hash = ? WHERE id = ?",
+                        "content_hash = ?, echo = ? WHERE id = ?",
                         (*values, turn_id),
                     )
                     result.replaced += 1
@@ -288,7 +322,7 @@ class SQLiteStore(Store):
                     )
                     turn_id = db.execute(
                         "INSERT INTO turns (session_id, turn_uuid, seq, ts, role, harness, blocks, "
-                        "content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        "content_hash, echo) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (turn.session_id, turn.turn_uuid, *values),
                     ).lastrowid
                     result.added += 1
@@ -387,15 +421,16 @@ class SQLiteStore(Store):
             rows = self._db.execute(
                 "WITH seed AS (SELECT DISTINCT t.session_id, t.seq FROM passages p "
                 f"JOIN turns t ON t.id = p.turn_id WHERE p.id IN ({marks})) "
-                "SELECT DISTINCT p.id, t.session_id, t.seq, t.ts, t.role, p.block_type, p.terms "
+                "SELECT DISTINCT p.id, t.session_id, t.seq, t.ts, t.role, p.block_type, p.terms, "
+                "t.echo "
                 "FROM seed JOIN turns t ON t.session_id = seed.session_id "
                 "AND t.seq BETWEEN seed.seq - ? AND seed.seq + ? "
                 "JOIN passages p ON p.turn_id = t.id",
                 (*passage_ids, reach, reach),
             ).fetchall()
         return [
-            NearPassage(pid, sid, seq, parse_ts(ts), role, kind, terms)
-            for pid, sid, seq, ts, role, kind, terms in rows
+            NearPassage(pid, sid, seq, parse_ts(ts), role, kind, terms, bool(echo))
+            for pid, sid, seq, ts, role, kind, terms, echo in rows
         ]
 
     def dense_search(
@@ -529,6 +564,92 @@ class SQLiteStore(Store):
     def is_empty(self) -> bool:
         with self._lock:
             return self._db.execute("SELECT 1 FROM turns LIMIT 1").fetchone() is None
+
+    # -- recall echoes ------------------------------------------------------------------------------
+    def record_returned(
+        self, turns: list[tuple[str, int]], now: datetime, keep_after: datetime
+    ) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM returned WHERE at < ?", (format_ts(keep_after),))
+            db.executemany(
+                "INSERT INTO returned (turn_id, at) SELECT id, ? FROM turns "
+                "WHERE session_id = ? AND seq = ?",
+                [(format_ts(now), session_id, seq) for session_id, seq in turns],
+            )
+
+    def returned_texts(self, since: datetime) -> list[str]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT blocks FROM turns WHERE id IN "
+                "(SELECT turn_id FROM returned WHERE at >= ?) ORDER BY id",
+                (format_ts(since),),
+            ).fetchall()
+        return [" ".join(block.text for block in _blocks(row[0])) for row in rows]
+
+    # -- forgetting -------------------------------------------------------------------------------
+    def forget_conversation(self, session_id: str, *, actor: str, now: datetime) -> Forgotten:
+        with self._transaction() as db:
+            forgotten = _forget_sessions(db, [session_id])
+            if forgotten.turns:
+                _audit(db, "forget_conversation", actor, now, forgotten, session_id=session_id)
+                _optimize_fts(db)
+        if forgotten.turns:
+            self._checkpoint()
+        return forgotten
+
+    def forget_all(self, *, actor: str, now: datetime) -> Forgotten:
+        with self._transaction() as db:
+            sessions = [row[0] for row in db.execute("SELECT session_id FROM sessions")]
+            forgotten = _forget_sessions(db, sessions)
+            memories = db.execute("DELETE FROM memories").rowcount
+            db.execute("DELETE FROM sources")
+            db.execute("DELETE FROM meta WHERE key = 'last_written'")
+            forgotten = replace(forgotten, memories=memories)
+            _audit(db, "forget_all", actor, now, forgotten)
+            _optimize_fts(db)
+        self._checkpoint()
+        return forgotten
+
+    def forget_before(self, before: datetime, *, actor: str, now: datetime) -> Forgotten:
+        with self._transaction() as db:
+            sessions = [
+                row[0]
+                for row in db.execute(
+                    "SELECT session_id FROM turns GROUP BY session_id HAVING max(ts) < ?",
+                    (format_ts(before),),
+                )
+            ]
+            forgotten = _forget_sessions(db, sessions)
+            if forgotten.turns:
+                _audit(db, "forget_before", actor, now, forgotten, before=before)
+                _optimize_fts(db)
+        if forgotten.turns:
+            self._checkpoint()
+        return forgotten
+
+    def audit_log(self) -> list[AuditEntry]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT at, action, actor, conversation, before, conversations, turns, passages, "
+                "vectors, memories FROM forget_log ORDER BY id"
+            ).fetchall()
+        return [
+            AuditEntry(
+                parse_ts(at),
+                action,
+                actor,
+                Forgotten(*counts),
+                conversation,
+                parse_ts(before) if before else None,
+            )
+            for at, action, actor, conversation, before, *counts in rows
+        ]
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL into the database and truncate it: the pages written before the forget
+        (which hold the text) leave the -wal file."""
+        with self._lock:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def status(self) -> Status:
         with self._lock:
@@ -691,6 +812,62 @@ class SQLiteStore(Store):
             ).rowcount
 
 
+def _forget_sessions(db: sqlite3.Connection, session_ids: list[str]) -> Forgotten:
+    """Delete these conversations' turns, passages (their FTS rows go by trigger) and vectors."""
+    conversations = turns = passages = vectors = 0
+    for session_id in session_ids:
+        passages_of = (
+            "SELECT p.id FROM passages p JOIN turns t ON t.id = p.turn_id WHERE t.session_id = ?"
+        )
+        vectors += db.execute(
+            f"DELETE FROM vectors WHERE passage_id IN ({passages_of})", (session_id,)
+        ).rowcount
+        passages += db.execute(
+            "DELETE FROM passages WHERE turn_id IN (SELECT id FROM turns WHERE session_id = ?)",
+            (session_id,),
+        ).rowcount
+        turns += db.execute("DELETE FROM turns WHERE session_id = ?", (session_id,)).rowcount
+        conversations += db.execute(
+            "DELETE FROM sessions WHERE session_id = ?", (session_id,)
+        ).rowcount
+    return Forgotten(conversations, turns, passages, vectors)
+
+
+def _audit(
+    db: sqlite3.Connection,
+    action: str,
+    actor: str,
+    now: datetime,
+    forgotten: Forgotten,
+    *,
+    session_id: str | None = None,
+    before: datetime | None = None,
+) -> None:
+    db.execute(
+        "INSERT INTO forget_log (at, action, actor, conversation, before, conversations, turns, "
+        "passages, vectors, memories) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            format_ts(now),
+            action,
+            actor,
+            conversation_digest(session_id) if session_id is not None else None,
+            format_ts(before) if before else None,
+            forgotten.conversations,
+            forgotten.turns,
+            forgotten.passages,
+            forgotten.vectors,
+            forgotten.memories,
+        ),
+    )
+
+
+def _optimize_fts(db: sqlite3.Connection) -> None:
+    """Merge the full-text indexes into one segment each. An FTS5 delete only adds a tombstone;
+    the deleted terms stay in the older segments until they are merged away."""
+    db.execute("INSERT INTO passages_fts (passages_fts) VALUES ('optimize')")
+    db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
+
+
 class _Transaction:
     """`BEGIN IMMEDIATE … COMMIT` under the store's lock; rolled back on any exception."""
 
@@ -709,12 +886,14 @@ class _Transaction:
             self.lock.release()
 
 
-_TURN_COLUMNS = "t.session_id, t.turn_uuid, t.seq, t.ts, t.role, t.harness, t.blocks"
+_TURN_COLUMNS = "t.session_id, t.turn_uuid, t.seq, t.ts, t.role, t.harness, t.blocks, t.echo"
 
 
 def _turn(row: tuple) -> Turn:
-    session_id, turn_uuid, seq, ts, role, harness, blocks = row
-    return Turn(session_id, turn_uuid, seq, parse_ts(ts), role, harness, _blocks(blocks))
+    session_id, turn_uuid, seq, ts, role, harness, blocks, echo = row
+    return Turn(
+        session_id, turn_uuid, seq, parse_ts(ts), role, harness, _blocks(blocks), bool(echo)
+    )
 
 
 def _blocks_json(blocks: tuple[Block, ...]) -> str:

@@ -1,0 +1,74 @@
+"""Recall echoes: an assistant turn that mostly repeats what recall just gave it.
+
+When an agent answers from recalled passages ("Here is your consolidated list: …") and that
+answer is stored like any turn, the next recall finds the answer instead of its sources, and
+with each round the memory drifts towards the agent's own summaries. So the server keeps a short
+record of the turns it returned to each user (`Memory.note_returned`), and an assistant turn
+stored within `window` of that whose word trigrams are mostly (`overlap`) found in those turns
+is flagged as an echo: stored and readable as written (`get`, `read_conversation`), but left out
+of recall results unless asked for.
+
+`IRENEO_ECHO_WINDOW_HOURS` (24) and `IRENEO_ECHO_OVERLAP` (0.5; 0 turns detection off).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+
+MIN_WORDS = 8  # a short reply ("Done, MT-4471 is closed.") repeats words without being an echo
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class EchoPolicy:
+    window: timedelta = timedelta(hours=24)
+    overlap: float = 0.5
+
+    @property
+    def enabled(self) -> bool:
+        return self.overlap > 0
+
+    @classmethod
+    def from_env(cls) -> EchoPolicy:
+        def number(name: str, default: float) -> float:
+            raw = os.environ.get(name, "").strip()
+            if not raw:
+                return default
+            try:
+                value = float(raw)
+            except ValueError:
+                raise ValueError(f"{name}={raw!r} is not a number") from None
+            if value < 0:
+                raise ValueError(f"{name} must not be negative, not {raw}")
+            return value
+
+        hours = number("IRENEO_ECHO_WINDOW_HOURS", cls.window.total_seconds() / 3600)
+        overlap = number("IRENEO_ECHO_OVERLAP", cls.overlap)
+        if overlap > 1:
+            raise ValueError(f"IRENEO_ECHO_OVERLAP is a share between 0 and 1, not {overlap}")
+        return cls(timedelta(hours=hours), overlap)
+
+
+def trigrams(text: str) -> set[tuple[str, str, str]]:
+    words = _WORD.findall(text.lower())
+    return {(words[i], words[i + 1], words[i + 2]) for i in range(len(words) - 2)}
+
+
+def overlap(text: str, sources: set[tuple[str, str, str]]) -> float:
+    """The share of `text`'s word trigrams found in `sources` (0 for a text too short to judge)."""
+    own = trigrams(text)
+    if len(own) < MIN_WORDS - 2:
+        return 0.0
+    return len(own & sources) / len(own)
+
+
+def is_echo(text: str, returned: list[str], policy: EchoPolicy) -> bool:
+    if not policy.enabled or not returned:
+        return False
+    sources: set[tuple[str, str, str]] = set()
+    for source in returned:
+        sources |= trigrams(source)
+    return overlap(text, sources) >= policy.overlap

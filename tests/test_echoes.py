@@ -1,0 +1,131 @@
+"""Recall echoes (ireneo.echoes): an assistant turn that mostly repeats what recall returned to
+the user shortly before is stored, flagged, readable, and left out of recall unless asked for."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from ireneo import Memory
+from ireneo.echoes import EchoPolicy, overlap, trigrams
+from ireneo.model import Block, Turn
+from ireneo.render import render_turns
+from ireneo.server.tools import returned_turns
+from tests.conftest import conversation
+
+NOW = datetime(2026, 10, 20, 9, 0, tzinfo=UTC)
+SOURCES = {
+    "handover": [
+        "Shift handover: the pump bearing noise on motor K-2 is logged as ticket MT-4471.",
+        "Noted. MT-4471 must be closed before the N-11 upgrade can be scheduled; "
+        "Marek from maintenance will check the bearing on Thursday.",
+    ],
+    "jobs": [
+        "The nightly reconciliation runs failed on feed F-204 from 09-23 to 09-25.",
+        "I escalated F-204 to Priya, the integrations lead; she will answer by Friday.",
+    ],
+}
+ECHO = (
+    "Here are your open follow-ups: MT-4471 must be closed before the N-11 upgrade can be "
+    "scheduled; Marek from maintenance will check the bearing on Thursday. I escalated F-204 to "
+    "Priya, the integrations lead; she will answer by Friday."
+)
+FRESH = (
+    "Before the ops meeting, draft the N-11 proposal with the capacity figures and send it "
+    "to Jana for a review of the scrap numbers."
+)
+
+
+def turn(session_id: str, seq: int, role: str, text: str, ts: datetime = NOW) -> Turn:
+    return Turn(session_id, f"{session_id}-{seq}", seq, ts, role, "test", (Block("text", text),))
+
+
+@pytest.fixture
+def memory(tmp_path, home):
+    src = tmp_path / "src"
+    for day, (session_id, texts) in enumerate(SOURCES.items(), start=1):
+        conversation(src, session_id, texts, day=f"2026-10-0{day}")
+    with Memory(home) as m:
+        m.index([src])
+        yield m
+
+
+def recall_and_answer(memory: Memory, answer: str, *, now: datetime = NOW) -> None:
+    """What the server does: the agent recalls, is shown passages, and answers in a new chat."""
+    hits = memory.recall("follow-up MT-4471 F-204", k=3)
+    memory.note_returned(returned_turns(hits), now)
+    memory.store_turns(
+        [
+            turn("todo", 0, "user", "Give me one consolidated list of my open follow-ups."),
+            turn("todo", 1, "assistant", answer),
+        ],
+        now=now + timedelta(minutes=1),
+    )
+
+
+def test_an_answer_that_repeats_recalled_passages_is_flagged_and_not_recalled(memory):
+    recall_and_answer(memory, ECHO)
+    stored = memory.get("todo")
+    assert [t.echo for t in stored] == [False, True]
+    assert stored[1].text == ECHO  # kept exactly as written
+    assert "· assistant · recall echo" in render_turns(stored)
+    for query in ("Marek bearing Thursday", "Priya integrations lead F-204", "open follow-ups"):
+        hits = memory.recall(query, k=5)
+        assert all(not (h.session_id == "todo" and h.seq == 1) for h in hits), query
+        assert all(c.text != ECHO for h in hits for c in h.context)
+    assert memory.recall("Marek bearing Thursday", k=1)[0].session_id == "handover"
+    with_echoes = memory.recall("Marek bearing Thursday", k=5, include_echoes=True)
+    assert any(h.session_id == "todo" and h.seq == 1 for h in with_echoes)
+
+
+def test_a_new_answer_is_not_an_echo(memory):
+    recall_and_answer(memory, FRESH)
+    assert [t.echo for t in memory.get("todo")] == [False, False]
+    assert memory.recall("draft the N-11 proposal for Jana", k=1)[0].session_id == "todo"
+
+
+def test_only_recent_returns_count(memory):
+    hits = memory.recall("follow-up MT-4471 F-204", k=3)
+    memory.note_returned(returned_turns(hits), NOW)
+    late = NOW + timedelta(hours=25)
+    memory.store_turns([turn("todo", 1, "assistant", ECHO, late)], now=late)
+    assert memory.get("todo")[0].echo is False
+
+
+def test_a_user_repeating_a_passage_is_not_flagged(memory):
+    hits = memory.recall("follow-up MT-4471 F-204", k=3)
+    memory.note_returned(returned_turns(hits), NOW)
+    memory.store_turns([turn("todo", 0, "user", ECHO)], now=NOW)
+    assert memory.get("todo")[0].echo is False
+
+
+def test_echo_detection_can_be_turned_off(memory, monkeypatch):
+    monkeypatch.setenv("IRENEO_ECHO_OVERLAP", "0")
+    with Memory(memory.home) as other:
+        assert not other.echo_policy.enabled
+        recall_and_answer(other, ECHO)
+        assert other.get("todo")[1].echo is False
+
+
+def test_the_policy_reads_the_environment(monkeypatch):
+    monkeypatch.setenv("IRENEO_ECHO_WINDOW_HOURS", "2")
+    monkeypatch.setenv("IRENEO_ECHO_OVERLAP", "0.7")
+    assert EchoPolicy.from_env() == EchoPolicy(timedelta(hours=2), 0.7)
+    monkeypatch.setenv("IRENEO_ECHO_OVERLAP", "2")
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        EchoPolicy.from_env()
+
+
+def test_overlap_is_the_share_of_trigrams_found():
+    sources = trigrams("the pump bearing noise on motor K-2 is logged as ticket MT-4471")
+    assert overlap("the pump bearing noise on motor K-2 is logged as ticket MT-4471", sources) == 1
+    assert overlap("Done.", sources) == 0  # too short to judge
+    assert overlap("a completely different sentence about the weather and the lunch", sources) == 0
+
+
+def test_forgetting_removes_the_returned_records(memory):
+    recall_and_answer(memory, FRESH)
+    assert memory.store.returned_texts(NOW - timedelta(hours=1))
+    memory.forget_all(now=NOW)
+    assert memory.store.returned_texts(NOW - timedelta(hours=1)) == []
