@@ -7,9 +7,13 @@
    here from the store's term statistics, and its dense score is the best cosine inside it.
    A fact said across two turns ("QC checked the caps from CV-425" … "7.84% rejects") is then
    found as one passage, and the window holding the answer outranks a lone mention.
-3. Fusion: BM25 scaled by the best window, cosine min-max scaled over the windows, mixed with
+   BM25 counts the query's terms (an identifier's joined term weighted up) and its adjacent
+   pairs, so "Norwood Works 11" outranks "Norwood" here and "Works 11" there.
+3. Relevance: a window holding too little of the query's words, and with a cosine below the
+   model's floor, is dropped; an unrelated question then gets no hits at all.
+4. Fusion: BM25 scaled by the best window, cosine min-max scaled over the windows, mixed with
    a fixed weight.
-4. Hits: best windows first; in each, the turn that matched best on its own is the hit, shown
+5. Hits: best windows first; in each, the turn that matched best on its own is the hit, shown
    with its neighbours and the rest of the window.
 """
 
