@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import logging
 import time
 
@@ -20,6 +19,7 @@ from starlette.responses import JSONResponse
 
 from ireneo.errors import FormatError
 from ireneo.formats.gateway import parse_gateway_body
+from ireneo.formats.json_body import decode_json_body
 from ireneo.server.indexer import Indexer
 from ireneo.server.logs import log_event
 from ireneo.server.memories import MemoryRegistry, user_key
@@ -65,11 +65,7 @@ class IngestRoute:
         except BodyTooLarge:
             return _error(413, f"body larger than {self.max_body_bytes} bytes"), {}
         try:
-            body = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return _error(400, "body: not valid JSON", field="body"), {}
-        try:
-            user, conversation_id, turns = parse_gateway_body(body)
+            user, conversation_id, turns = parse_gateway_body(decode_json_body(raw))
         except FormatError as exc:
             return _error(400, str(exc), field=exc.where), {"field": exc.where}
 
