@@ -3,8 +3,13 @@ through the Python API (so the same check reads any store), and the probe count 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import threading
 from collections import Counter
+from typing import Any
+
+from fastmcp import Client
 
 from tests.conftest_server import RunningServer
 
@@ -55,3 +60,30 @@ class ProbeLedger:
     @property
     def total(self) -> int:
         return sum(self.probes.values())
+
+
+class McpSession:
+    """One MCP client session kept open on a loop of its own, for many calls."""
+
+    def __init__(self, url: str, token: str):
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.client = Client(url, auth=token, timeout=30)
+        self._run(self.client.__aenter__())
+
+    def _run(self, coro) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(60)
+
+    def call(self, tool: str, **arguments: Any):
+        return self._run(self.client.call_tool(tool, arguments, raise_on_error=False))
+
+    def text(self, tool: str, **arguments: Any) -> str:
+        result = self.call(tool, **arguments)
+        return "\n".join(getattr(c, "text", "") for c in result.content)
+
+    def close(self) -> None:
+        self._run(self.client.__aexit__(None, None, None))
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()

@@ -8,24 +8,20 @@ Everything goes through the real HTTP routes and a real MCP client.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import json
 import string
-import threading
 import time
-from typing import Any
 
 import jwt
 import pytest
-from fastmcp import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ireneo.server.memories import user_key
 from ireneo.server.tools import UNKNOWN_MEMORY, UNKNOWN_REF
-from tests.conftest_hostile import ProbeLedger, memory_snapshot
+from tests.conftest_hostile import McpSession, ProbeLedger, memory_snapshot
 from tests.conftest_server import (
     ISSUER,
     JWT_SECRET,
@@ -80,33 +76,6 @@ INJECTIONS = [
     user_key("bob"),
     "x" * 5000,
 ]
-
-
-class McpSession:
-    """One MCP client session kept open on a loop of its own, for many calls."""
-
-    def __init__(self, url: str, token: str):
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.client = Client(url, auth=token, timeout=30)
-        self._run(self.client.__aenter__())
-
-    def _run(self, coro) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(60)
-
-    def call(self, tool: str, **arguments: Any):
-        return self._run(self.client.call_tool(tool, arguments, raise_on_error=False))
-
-    def text(self, tool: str, **arguments: Any) -> str:
-        result = self.call(tool, **arguments)
-        return "\n".join(getattr(c, "text", "") for c in result.content)
-
-    def close(self) -> None:
-        self._run(self.client.__aexit__(None, None, None))
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
 
 
 @pytest.fixture(scope="module")
