@@ -1,5 +1,6 @@
 """The HTTP server: `POST /turns`, `/mcp` (bearer JWT), `GET /health`, and the chat loop's
-`POST /chat` and `GET /memories/{customer_id}` (ireneo.server.chat).
+`POST /chat` and `GET /memories/{customer_id}` (ireneo.server.chat); `GET /openapi.json`
+describes the plain HTTP routes (resources/openapi.json).
 
 `create_app(settings)` builds the ASGI app; `ireneo serve` runs it under uvicorn. The server
 keeps no state beyond the memories on disk: open memories, index tasks and recall slots are
@@ -11,6 +12,8 @@ again on start). A periodic job removes expired low-importance memories
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 import logging
 import os
 import time
@@ -18,6 +21,7 @@ from collections.abc import Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from importlib import resources
 
 from fastmcp import FastMCP
 from fastmcp.server.dependencies import get_access_token
@@ -215,6 +219,10 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
     async def audit_route(request: Request) -> JSONResponse:
         return await chat.audit(request)
 
+    @mcp.custom_route("/openapi.json", methods=["GET"], include_in_schema=False)
+    async def openapi(request: Request) -> JSONResponse:
+        return JSONResponse(_openapi())
+
     @mcp.custom_route("/health", methods=["GET"], include_in_schema=False)
     async def health(request: Request) -> JSONResponse:
         ready = _home_ready(settings)
@@ -233,6 +241,12 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
         settings, registry, indexer, recaller, mcp, chat, expiry, memory_tools
     )
     return app
+
+
+@functools.cache
+def _openapi() -> dict:
+    """The OpenAPI description of the plain HTTP routes (/mcp is described by MCP itself)."""
+    return json.loads(resources.files("ireneo.resources").joinpath("openapi.json").read_text())
 
 
 def _home_ready(settings: Settings) -> bool:
