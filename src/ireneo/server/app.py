@@ -31,6 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ireneo.embed import DEFAULT_MODEL, load_embedder
 from ireneo.memories import Memories, MemoryPolicy, utc_now
 from ireneo.server.auth import build_verifier, caller_user
 from ireneo.server.chat import ChatRoutes
@@ -67,6 +68,7 @@ class ServerState:
     chat: ChatRoutes | None = None
     expiry: MemoryExpiry | None = None
     memory_tools: MemoryTools | None = None
+    ingest: IngestRoute | None = None
 
 
 class MemoryExpiry:
@@ -153,12 +155,14 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
     @asynccontextmanager
     async def lifespan(server: FastMCP):
         settings.users_dir.mkdir(parents=True, exist_ok=True)
+        warm_up = asyncio.get_running_loop().create_task(_load_model(settings.model))
         catch_up = asyncio.get_running_loop().create_task(indexer.catch_up())
         expiring = asyncio.get_running_loop().create_task(expiry.run_forever())
         log_event(log, "server_start", dev=settings.dev, auth=settings.jwt_algorithm)
         try:
             yield {}
         finally:
+            warm_up.cancel()
             catch_up.cancel()
             expiring.cancel()
             await indexer.stop()
@@ -201,6 +205,8 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
         indexer=indexer,
         ingest_key=settings.ingest_key,
         max_body_bytes=settings.max_body_bytes,
+        concurrency=settings.ingest_concurrency,
+        queue=settings.ingest_queue,
     )
 
     @mcp.custom_route("/turns", methods=["POST"], include_in_schema=False)
@@ -238,9 +244,28 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
         middleware=[Middleware(RequestLog)],
     )
     app.state.ireneo = ServerState(
-        settings, registry, indexer, recaller, mcp, chat, expiry, memory_tools
+        settings, registry, indexer, recaller, mcp, chat, expiry, memory_tools, ingest
     )
     return app
+
+
+async def _load_model(name: str | None) -> None:
+    """Load the embedding model at start: the first post does not wait for it, and an operator
+    learns at once, in one log line, that it cannot load (recall then answers with the fail-soft
+    sentence and ingest with 503 until it can: each request tries again)."""
+    try:
+        embedder = await asyncio.to_thread(load_embedder, name)
+    except Exception as exc:
+        log_event(
+            log,
+            "model_unavailable",
+            level=logging.ERROR,
+            model=name or DEFAULT_MODEL,
+            error=type(exc).__name__,
+            reason=str(exc)[:300],
+        )
+        return
+    log_event(log, "model_ready", model=embedder.name)
 
 
 @functools.cache
