@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import sys
 import time
@@ -64,6 +65,7 @@ class LoadReport:
     turns_acked: int
     acked_turns_missing: int
     index_catch_up_s: float
+    load_average: list[float] = field(default_factory=list)  # the machine's, 1 min, start and end
     samples: list[Sample] = field(repr=False, default_factory=list)
     rss_series: list[tuple[float, float]] = field(repr=False, default_factory=list)
 
@@ -100,6 +102,7 @@ class LoadRun:
 
     # -- the run ------------------------------------------------------------------------------
     def run(self) -> LoadReport:
+        self.load_average = [round(os.getloadavg()[0], 1)]
         self.server.start()
         try:
             asyncio.run(self._run())
@@ -125,6 +128,7 @@ class LoadRun:
             sampler = asyncio.create_task(self._sample_rss())
             reporter = asyncio.create_task(self._report_progress())
             await asyncio.gather(*(self._client(http, n) for n in range(self.config.clients)))
+            self.load_average.append(round(os.getloadavg()[0], 1))
             sampler.cancel()
             reporter.cancel()
 
@@ -263,6 +267,7 @@ class LoadRun:
             turns_acked=sum(c.acked for v in self.conversations.values() for c in v),
             acked_turns_missing=missing,
             index_catch_up_s=round(catch_up, 1),
+            load_average=self.load_average,
             samples=self.samples,
             rss_series=self.rss,
         )
@@ -301,7 +306,8 @@ def save(report: LoadReport, out: Path) -> Path:
         f"{c['clients']} clients over {c['users']} users for {report.seconds:.0f} s on "
         f"127.0.0.1, {c['ingest_share']:.0%} ingest posts, the rest `recall_my_conversations` "
         f"over MCP; store: {'PostgreSQL' if c['database_url'] else 'SQLite (embedded)'}. "
-        "Clients and server share the machine.",
+        f"Clients and server share the machine ({os.cpu_count()} cores, 1-minute load average "
+        f"{' then '.join(str(x) for x in report.load_average)} at the start and the end).",
         "",
         "| operation | count | per second | p50 ms | p95 ms | p99 ms | max ms | errors |",
         "|---|---|---|---|---|---|---|---|",
