@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
+from schemathesis.checks import positive_data_acceptance
 
 from tests.conftest_server import INGEST_KEY, RunningServer, make_settings
 from tests.test_chat import ADMIN_KEY, FakeModel
@@ -40,11 +41,25 @@ def api_schema(api):
 schema = schemathesis.pytest.from_fixture("api_schema")
 
 
+def repeats_a_turn_id(case) -> bool:
+    """A body whose turns share an id: refused (400), but JSON Schema cannot say so."""
+    body = case.body if case.path == "/turns" else None
+    if not isinstance(body, dict) or not isinstance(body.get("turns"), list):
+        return False
+    cid = body.get("conversation_id")
+    ids = [
+        (turn.get("id") or f"{cid}-{seq}") if isinstance(turn, dict) else object()
+        for seq, turn in enumerate(body["turns"])
+    ]
+    return len(set(map(str, ids))) < len(ids)
+
+
 @schema.parametrize()
 @settings(max_examples=60, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 def test_every_route_answers_as_described(case, api):
     headers = {"x-ingest-key": INGEST_KEY, "x-admin-key": ADMIN_KEY}
-    case.call_and_validate(base_url=api.url, headers=headers)
+    excluded = [positive_data_acceptance] if repeats_a_turn_id(case) else []
+    case.call_and_validate(base_url=api.url, headers=headers, excluded_checks=excluded)
 
 
 def test_the_description_is_served_and_names_every_plain_route(api):
