@@ -139,3 +139,30 @@ def test_model_mismatch_is_refused_with_the_way_out(home, tmp_path):
         assert m.reembed(other) == 1
         assert m.status().model == other
         assert m.recall("hello", k=1)[0].session_id == "c"
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory):
+    """200 generated conversations (1,200 turns): enough statistics for the relevance floor."""
+    from ireneo.bench.generate import generate, write_funes_jsonl
+
+    generated = generate(200, lang="en", family="A", seed=3, questions=10)
+    directory = tmp_path_factory.mktemp("history")
+    write_funes_jsonl(generated, directory / "src")
+    with Memory(directory / "home") as memory:
+        memory.index([directory / "src"])
+        yield memory, generated.questions
+
+
+@pytest.mark.parametrize("query", ["recipe for banana bread", "python list comprehension syntax"])
+def test_an_unrelated_question_gets_no_hits(history, query):
+    memory, _ = history
+    assert memory.recall(query, k=8) == []  # not the nearest small talk passed off as an answer
+
+
+def test_the_relevance_floor_keeps_the_answers(history):
+    memory, questions = history
+    for question in questions:
+        for query in (question.long, question.short):
+            sessions = [hit.session_id for hit in memory.recall(query, k=8)]
+            assert question.session_id in sessions, query

@@ -303,9 +303,34 @@ def reembed(memory: Memory, as_json: bool, target: str) -> None:
     default=Path("bench/results"),
     show_default=True,
 )
-def bench(quick: bool, sizes, langs, family: str, questions, model, out: Path) -> None:
+@click.option(
+    "--load",
+    is_flag=True,
+    help="Instead: concurrent ingest and recall against a real server (results in OUT/load).",
+)
+@click.option(
+    "--clients", type=click.IntRange(1), default=50, show_default=True, help="--load: clients."
+)
+@click.option(
+    "--seconds",
+    type=click.FloatRange(1),
+    default=180.0,
+    show_default=True,
+    help="--load: duration.",
+)
+def bench(
+    quick: bool, sizes, langs, family: str, questions, model, out: Path, load, clients, seconds
+) -> None:
     """Measure recall accuracy and cost on synthetic histories, against baselines."""
     from datetime import datetime
+
+    if load:
+        from ireneo.bench.load import LoadConfig, run_load
+
+        report = run_load(LoadConfig(clients=clients, seconds=seconds), out / "load")
+        if report.total_errors or report.acked_turns_missing:
+            raise SystemExit(1)
+        return
 
     from ireneo.bench.run import Config, run, save
 

@@ -34,3 +34,8 @@ class NotFound(IreneoError):
 
 class UnknownModel(IreneoError):
     """An embedding model name or directory that ireneo cannot load."""
+
+
+class StorageFull(IreneoError):
+    """The disk (or the database's quota) is full: the write was rolled back, nothing of it is
+    stored. Free space, then send it again."""

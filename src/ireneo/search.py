@@ -33,6 +33,7 @@ from ireneo.model import Hit
 from ireneo.store import Filters, NearPassage, Store, TermStats
 
 CANDIDATES = 40
+MIN_PASSAGES_FOR_FLOOR = 1000
 CANDIDATE_SHARE = 0.05  # lexical candidates: the rarest terms' postings, up to 5% of passages
 BM25_K1, BM25_B = 1.2, 0.75
 
@@ -62,7 +63,9 @@ class Fusion:
     relevance_floor: the cosine at which a window is relevant by meaning alone; below it, a
     window must also hold `min_coverage` of the query's IDF mass (a word this memory has never
     seen counts as the rarest), so an unrelated question gets no hits, not the nearest noise.
-    None (a model not calibrated) keeps every window.
+    None (a model not calibrated) keeps every window, and so does a memory of fewer than
+    MIN_PASSAGES_FOR_FLOOR passages: there, a word in every passage (the one ticket a short
+    history is about) has an IDF near 0 though the question names it.
     """
 
     lexical_weight: float = 0.7
@@ -133,6 +136,7 @@ class LexicalQuery:
     weights: np.ndarray  # per column: IDF, boosted for identifiers, scaled down for pairs
     words: int  # the first `words` columns are terms, the rest pairs
     mass: float  # the terms' weights, with the words this memory lacks at the rarest's IDF
+    passages: int  # in the memory: IDF means little in a small one
 
     @classmethod
     def build(cls, query: str, words: list[str], stats: TermStats, fusion: Fusion) -> LexicalQuery:
@@ -153,6 +157,7 @@ class LexicalQuery:
             np.array(weights, dtype=float),
             len(words),
             mass,
+            stats.passages,
         )
 
     def count(self, text_terms: str, into: np.ndarray) -> int:
@@ -274,7 +279,7 @@ def _relevant(
     counts: np.ndarray, cosine: np.ndarray, lexical: LexicalQuery, fusion: Fusion
 ) -> np.ndarray:
     """Which windows answer the query at all: by their words, or by meaning above the floor."""
-    if fusion.relevance_floor is None:
+    if fusion.relevance_floor is None or lexical.passages < MIN_PASSAGES_FOR_FLOOR:
         return np.ones(len(counts), dtype=bool)
     found = (counts[:, : lexical.words] > 0) @ lexical.weights[: lexical.words]
     by_words = found >= fusion.min_coverage * lexical.mass if lexical.mass else found > 0

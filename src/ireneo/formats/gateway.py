@@ -6,11 +6,16 @@
 A body is accepted or refused as a whole: the first problem raises `FormatError(where, reason)`
 with `where` the path of the bad field (`user`, `turns[3].ts`, ...), and nothing is returned.
 Turn `seq` is the turn's position; `turn_uuid` is its `id`, or `<conversation_id>-<seq>`.
+
+Names (`user`, `role`, `id`) hold no control characters; texts hold no NUL (other control
+characters, such as a terminal's colour codes in a tool's output, are kept verbatim). A `ts` lies
+between 1970 and 2100: anything else is a broken clock or a forged record, not a conversation.
 """
 
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 from ireneo.errors import FormatError
@@ -23,6 +28,9 @@ TURN_FIELDS = ("id", "ts", "role", "text")
 MAX_USER_CHARS = 256
 MAX_ID_CHARS = 256
 MAX_ROLE_CHARS = 64
+EARLIEST_TS = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_TS = datetime(2100, 1, 1, tzinfo=UTC)
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def parse_gateway_body(body: Any) -> tuple[str, str, list[Turn]]:
@@ -73,6 +81,8 @@ def _turn(cid: str, seq: int, raw: Any) -> Turn:
         raise FormatError(f"{where}.id", "must be a non-empty string when given")
     elif len(turn_id) > MAX_ID_CHARS:
         raise FormatError(f"{where}.id", f"is longer than {MAX_ID_CHARS} characters")
+    else:
+        _no_control(turn_id, f"{where}.id")
 
     ts_value = raw.get("ts")
     if ts_value is None:
@@ -81,10 +91,12 @@ def _turn(cid: str, seq: int, raw: Any) -> Turn:
         raise FormatError(f"{where}.ts", "must be an RFC 3339 string, e.g. 2026-10-08T09:14:00Z")
     try:
         ts = parse_ts(ts_value)
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:  # OverflowError: year 1 or 9999 moved to UTC
         raise FormatError(
             f"{where}.ts", "is not an RFC 3339 timestamp with a zone, e.g. 2026-10-08T09:14:00Z"
         ) from exc
+    if not EARLIEST_TS <= ts < LATEST_TS:
+        raise FormatError(f"{where}.ts", "must lie between 1970 and 2100")
 
     role = _required_string(raw, "role", f"{where}.role", MAX_ROLE_CHARS)
 
@@ -95,6 +107,8 @@ def _turn(cid: str, seq: int, raw: Any) -> Turn:
         raise FormatError(f"{where}.text", "must be a string")
     if not text.strip():
         raise FormatError(f"{where}.text", "is empty")
+    if "\x00" in text:
+        raise FormatError(f"{where}.text", "holds a NUL character (\\u0000)")
 
     return Turn(
         session_id=cid,
@@ -117,7 +131,14 @@ def _required_string(obj: dict, name: str, where: str, max_chars: int) -> str:
         raise FormatError(where, "is blank")
     if len(value) > max_chars:
         raise FormatError(where, f"is longer than {max_chars} characters")
+    _no_control(value, where)
     return value
+
+
+def _no_control(value: str, where: str) -> None:
+    found = CONTROL.search(value)
+    if found:
+        raise FormatError(where, f"holds a control character (U+{ord(found.group()):04X})")
 
 
 def _no_unknown_fields(obj: dict, known: tuple[str, ...], where: str) -> None:

@@ -1,5 +1,6 @@
 """The HTTP server: `POST /turns`, `/mcp` (bearer JWT), `GET /health`, and the chat loop's
-`POST /chat` and `GET /memories/{customer_id}` (ireneo.server.chat).
+`POST /chat` and `GET /memories/{customer_id}` (ireneo.server.chat); `GET /openapi.json`
+describes the plain HTTP routes (resources/openapi.json).
 
 `create_app(settings)` builds the ASGI app; `ireneo serve` runs it under uvicorn. The server
 keeps no state beyond the memories on disk: open memories, index tasks and recall slots are
@@ -14,6 +15,8 @@ with `IRENEO_RETENTION_DAYS` set, another forgets conversations older than that
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 import logging
 import os
 import time
@@ -21,6 +24,7 @@ from collections.abc import Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from importlib import resources
 
 from fastmcp import FastMCP
 from fastmcp.server.dependencies import get_access_token
@@ -30,6 +34,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ireneo.embed import DEFAULT_MODEL, load_embedder
 from ireneo.memories import Memories, MemoryPolicy, utc_now
 from ireneo.server.auth import build_verifier, caller_user
 from ireneo.server.chat import ChatRoutes
@@ -70,6 +75,7 @@ class ServerState:
     memory_tools: MemoryTools | None = None
     forgetter: Forgetter | None = None
     retention: Retention | None = None
+    ingest: IngestRoute | None = None
 
 
 class MemoryExpiry:
@@ -158,6 +164,7 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
     @asynccontextmanager
     async def lifespan(server: FastMCP):
         settings.users_dir.mkdir(parents=True, exist_ok=True)
+        warm_up = asyncio.get_running_loop().create_task(_load_model(settings.model))
         catch_up = asyncio.get_running_loop().create_task(indexer.catch_up())
         expiring = asyncio.get_running_loop().create_task(expiry.run_forever())
         retaining = asyncio.get_running_loop().create_task(retention.run_forever())
@@ -165,6 +172,7 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
         try:
             yield {}
         finally:
+            warm_up.cancel()
             catch_up.cancel()
             expiring.cancel()
             retaining.cancel()
@@ -209,6 +217,8 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
         indexer=indexer,
         ingest_key=settings.ingest_key,
         max_body_bytes=settings.max_body_bytes,
+        concurrency=settings.ingest_concurrency,
+        queue=settings.ingest_queue,
     )
 
     @mcp.custom_route("/turns", methods=["POST"], include_in_schema=False)
@@ -256,6 +266,10 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
     async def audit_route(request: Request) -> JSONResponse:
         return await chat.audit(request)
 
+    @mcp.custom_route("/openapi.json", methods=["GET"], include_in_schema=False)
+    async def openapi(request: Request) -> JSONResponse:
+        return JSONResponse(_openapi())
+
     @mcp.custom_route("/health", methods=["GET"], include_in_schema=False)
     async def health(request: Request) -> JSONResponse:
         ready = _home_ready(settings)
@@ -281,8 +295,34 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
         memory_tools,
         forgetter,
         retention,
+        ingest,
     )
     return app
+
+
+async def _load_model(name: str | None) -> None:
+    """Load the embedding model at start: the first post does not wait for it, and an operator
+    learns at once, in one log line, that it cannot load (recall then answers with the fail-soft
+    sentence and ingest with 503 until it can: each request tries again)."""
+    try:
+        embedder = await asyncio.to_thread(load_embedder, name)
+    except Exception as exc:
+        log_event(
+            log,
+            "model_unavailable",
+            level=logging.ERROR,
+            model=name or DEFAULT_MODEL,
+            error=type(exc).__name__,
+            reason=str(exc)[:300],
+        )
+        return
+    log_event(log, "model_ready", model=embedder.name)
+
+
+@functools.cache
+def _openapi() -> dict:
+    """The OpenAPI description of the plain HTTP routes (/mcp is described by MCP itself)."""
+    return json.loads(resources.files("ireneo.resources").joinpath("openapi.json").read_text())
 
 
 def _home_ready(settings: Settings) -> bool:

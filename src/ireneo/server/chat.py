@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import hmac
-import json
 import logging
 import secrets
 import time
@@ -37,6 +36,8 @@ import httpx2
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from ireneo.errors import FormatError
+from ireneo.formats.json_body import decode_json_body
 from ireneo.memories import Clock, Memories, MemoryHit, memory_to_dict, render_memory_hits
 from ireneo.model import Block, Hit, Turn, format_ts
 from ireneo.render import render_hits
@@ -365,9 +366,9 @@ async def _json_body(request: Request, limit: int) -> Any:
             raise BadRequest(413, f"body larger than {limit} bytes")
         chunks.append(chunk)
     try:
-        return json.loads(b"".join(chunks))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise BadRequest(400, "body: not valid JSON", "body") from None
+        return decode_json_body(b"".join(chunks))
+    except FormatError as exc:
+        raise BadRequest(400, str(exc), exc.where) from None
 
 
 async def _logged(event: str, handler, request: Request) -> JSONResponse:

@@ -7,17 +7,22 @@ runs of one user never overlap, and a post during a run earns exactly one more r
 `concurrency` runs go at once over all users (embedding is CPU-bound: recall keeps a core).
 Recall never waits for any of this: stored turns are keyword-searchable at once.
 
+A run that fails because the disk is full is tried again every `full_retry` seconds until it
+succeeds, so vectors come once space is back, without a restart or another post.
+
 The counters (`runs`, `overlaps`, `events`) are there for tests and logs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import time
 from collections import Counter, deque
 from dataclasses import dataclass
 
+from ireneo.errors import StorageFull
 from ireneo.server.logs import log_event
 from ireneo.server.memories import MemoryRegistry
 
@@ -39,6 +44,7 @@ class Indexer:
     def __init__(self, registry: MemoryRegistry, *, debounce: float = 1.0, concurrency: int = 1):
         self.registry = registry
         self.debounce = debounce
+        self.full_retry = 30.0  # seconds between runs while the disk is full
         self._slots = asyncio.Semaphore(max(1, concurrency))  # runs at once, over all users
         self._users: dict[str, _UserState] = {}
         self._tasks: set[asyncio.Task] = set()
@@ -100,9 +106,13 @@ class Indexer:
             await asyncio.sleep(self.debounce)
             async with self._slots:
                 state.dirty = False  # what is stored from here on waits for the next run
-                await self._run(key, state)
+                full = await self._run(key, state)
+            if full and not self._stopping:
+                state.dirty = True
+                await asyncio.sleep(self.full_retry)
 
-    async def _run(self, key: str, state: _UserState) -> None:
+    async def _run(self, key: str, state: _UserState) -> bool:
+        """One index run; True when it failed because the disk is full."""
         state.running += 1
         if state.running > 1:
             self.overlaps += 1
@@ -119,12 +129,16 @@ class Indexer:
         except Exception as exc:
             self.failures[key] += 1
             level = logging.ERROR
-            fields.update(outcome="error", error=type(exc).__name__)
+            full = isinstance(exc, StorageFull) or (
+                isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+            )
+            fields.update(outcome="storage_full" if full else "error", error=type(exc).__name__)
         finally:
             state.running -= 1
             self.events.append((key, "end", time.monotonic()))
         fields["ms"] = round((time.monotonic() - started) * 1000, 1)
         log_event(log, "index_run", level=level, **fields)
+        return fields["outcome"] == "storage_full"
 
     def embed(self, key: str) -> int:
         """One index run, in a worker thread: embed what the user's memory has pending."""

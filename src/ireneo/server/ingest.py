@@ -5,26 +5,35 @@ The route checks its own credential (FastMCP's bearer auth covers /mcp only): he
 `max_body_bytes` of body whatever Content-Length says, validates the whole body before storing
 anything, stores the conversation in the user's memory in one call (durable on return), then
 schedules the user's index run and answers 202.
+
+Admission is bounded: at most `concurrency` stores run at once (in worker threads, which recall
+shares), and at most `queue` requests are admitted, running or waiting; past that a request is
+refused at once with 429 and `Retry-After`, before its body is read, so a flood costs little and
+the server answers again as soon as it drains.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import hmac
-import json
 import logging
 import time
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from ireneo.errors import FormatError
+from ireneo.errors import FormatError, StorageFull, UnknownModel
 from ireneo.formats.gateway import parse_gateway_body
+from ireneo.formats.json_body import decode_json_body
 from ireneo.server.indexer import Indexer
 from ireneo.server.logs import log_event
 from ireneo.server.memories import MemoryRegistry, user_key
 
 log = logging.getLogger("ireneo.server.ingest")
+
+
+RETRY_AFTER_SECONDS = "1"
 
 
 class BodyTooLarge(Exception):
@@ -39,11 +48,17 @@ class IngestRoute:
         indexer: Indexer,
         ingest_key: str | None,
         max_body_bytes: int,
+        concurrency: int = 4,
+        queue: int = 64,
     ):
         self.registry = registry
         self.indexer = indexer
         self._key = ingest_key or None
         self.max_body_bytes = max_body_bytes
+        self.queue = max(queue, concurrency)
+        self._slots = asyncio.Semaphore(concurrency)
+        self.admitted = 0  # requests past the key check, not yet answered
+        self.refused = 0  # answered 429, for tests and logs
 
     async def __call__(self, request: Request) -> JSONResponse:
         started = time.monotonic()
@@ -60,27 +75,44 @@ class IngestRoute:
     async def _handle(self, request: Request) -> tuple[JSONResponse, dict]:
         if not self._authorised(request):
             return _error(401, "unauthorized: send the ingest key in the x-ingest-key header"), {}
+        if self.admitted >= self.queue:
+            self.refused += 1
+            response = _error(
+                429, f"too many ingest requests at once (more than {self.queue}); retry shortly"
+            )
+            response.headers["retry-after"] = RETRY_AFTER_SECONDS
+            return response, {"outcome": "overloaded"}
+        self.admitted += 1
+        try:
+            return await self._admitted(request)
+        finally:
+            self.admitted -= 1
+
+    async def _admitted(self, request: Request) -> tuple[JSONResponse, dict]:
         try:
             raw = await self._read_body(request)
         except BodyTooLarge:
             return _error(413, f"body larger than {self.max_body_bytes} bytes"), {}
         try:
-            body = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return _error(400, "body: not valid JSON", field="body"), {}
-        try:
-            user, conversation_id, turns = parse_gateway_body(body)
+            user, conversation_id, turns = parse_gateway_body(decode_json_body(raw))
         except FormatError as exc:
             return _error(400, str(exc), field=exc.where), {"field": exc.where}
 
         key = user_key(user)
         try:
-            result = await asyncio.to_thread(self._store, key, turns)
+            async with self._slots:
+                result = await asyncio.to_thread(self._store, key, turns)
         except Exception as exc:
+            status, message, reason = _store_failure(exc)
             log_event(
-                log, "store_failed", level=logging.ERROR, user_key=key, error=type(exc).__name__
+                log,
+                "store_failed",
+                level=logging.ERROR,
+                user_key=key,
+                error=type(exc).__name__,
+                reason=reason,
             )
-            return _error(503, "storage unavailable, try again later"), {"user_key": key}
+            return _error(status, message), {"user_key": key}
         if result.added or result.replaced:
             self.indexer.schedule(key)
         counts = {"added": result.added, "replaced": result.replaced, "unchanged": result.unchanged}
@@ -117,6 +149,25 @@ def ingest_key_matches(request: Request, key: str | None) -> bool:
         return True
     given = request.headers.get("x-ingest-key", "").encode("utf-8")
     return hmac.compare_digest(given, key.encode("utf-8"))
+
+
+def _store_failure(exc: Exception) -> tuple[int, str, str]:
+    """The answer to a store that failed: status, message, and the reason for the log."""
+    if isinstance(exc, StorageFull) or (
+        isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    ):
+        return (
+            507,
+            "storage full: nothing of this request was stored; send it again once space is freed",
+            "storage_full",
+        )
+    if isinstance(exc, UnknownModel):
+        return (
+            503,
+            "the embedding model cannot load: nothing was stored; send it again later",
+            "model_unavailable",
+        )
+    return 503, "storage unavailable: nothing was stored; send it again later", "error"
 
 
 def _error(status: int, message: str, *, field: str | None = None) -> JSONResponse:

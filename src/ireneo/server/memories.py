@@ -135,9 +135,15 @@ class MemoryRegistry:
             if entry is None:
                 if not create and not path.exists():
                     return None
+                created = create and not path.exists()
                 if create:
                     path.mkdir(mode=0o700, parents=True, exist_ok=True)
-                memory = self._opener(path, model=self.model)
+                try:
+                    memory = self._opener(path, model=self.model)
+                except BaseException:
+                    if created:  # a full disk: leave no empty memory behind (nothing was in it)
+                        shutil.rmtree(path, ignore_errors=True)
+                    raise
                 self.opened += 1
                 entry = _Entry(key, memory)
                 self._open[key] = entry

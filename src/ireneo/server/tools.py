@@ -136,6 +136,7 @@ class Recaller:
         ref = ref.strip()[:64]
         if not ref:
             return UNKNOWN_REF
+        from_turn, to_turn = _turn_number(from_turn), _turn_number(to_turn)
         return await self._call(
             "read_conversation", caller, self._read_sync, ref, from_turn, to_turn
         )
@@ -260,6 +261,12 @@ class Recaller:
             f"{text}\n[… more turns: call read_conversation with ref={ref} "
             f"from_turn={turns[lo].seq}]"
         )
+
+
+def _turn_number(value: int | None) -> int | None:
+    """A turn number a store can compare: SQLite integers end at 2**63, and no conversation
+    comes near 2**62 turns, so anything past that reads as that."""
+    return None if value is None else max(-(2**62), min(value, 2**62))
 
 
 class MemoryTools:

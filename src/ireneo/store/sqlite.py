@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
+from ireneo.errors import StorageFull
 from ireneo.model import Block, SessionSummary, Turn, format_ts, parse_ts
 from ireneo.store.base import (
     AuditEntry,
@@ -41,6 +42,7 @@ from ireneo.store.base import (
 
 DB_NAME = "memory.db"
 _BLAS = ThreadpoolController()
+
 
 # Numbered migrations, applied in order and recorded in the `migrations` table.
 def _terms_json(column: str) -> str:
@@ -215,14 +217,20 @@ class SQLiteStore(Store):
         self.path = home / DB_NAME
         self._lock = threading.RLock()
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.execute("PRAGMA busy_timeout=10000")
-        # Deleted content is overwritten with zeros, not left in free pages: a forgotten turn (or
-        # the old text of an edited one) must not stay readable in the file.
-        self._db.execute("PRAGMA secure_delete=ON")
-        self._migrate()
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.execute("PRAGMA busy_timeout=10000")
+            # Deleted content is overwritten with zeros, not left in free pages: a forgotten turn
+            # (or the old text of an edited one) must not stay readable in the file.
+            self._db.execute("PRAGMA secure_delete=ON")
+            self._migrate()
+        except sqlite3.OperationalError as exc:
+            self._db.close()
+            if _is_full(exc):
+                raise StorageFull(FULL) from exc
+            raise
         self._matrix = np.zeros((0, 0), dtype=np.float32)
         self._ids = np.zeros(0, dtype=np.int64)
         self._vector_deletes = 0
@@ -881,9 +889,30 @@ class _Transaction:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
-            self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+            if exc_type is not None:
+                if self.db.in_transaction:  # SQLite may have rolled back already (on FULL)
+                    self.db.execute("ROLLBACK")
+                if _is_full(exc):
+                    raise StorageFull(FULL) from exc
+                return
+            try:
+                self.db.execute("COMMIT")
+            except sqlite3.OperationalError as failed:
+                if self.db.in_transaction:  # a failed COMMIT leaves the transaction open
+                    self.db.execute("ROLLBACK")
+                if _is_full(failed):
+                    raise StorageFull(FULL) from failed
+                raise
         finally:
             self.lock.release()
+
+
+FULL = "the memory's disk is full; nothing of the write was stored"
+
+
+def _is_full(exc: BaseException | None) -> bool:
+    """SQLite's "database or disk is full" (the disk, or a max_page_count quota)."""
+    return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
 
 
 _TURN_COLUMNS = "t.session_id, t.turn_uuid, t.seq, t.ts, t.role, t.harness, t.blocks, t.echo"

@@ -1,0 +1,436 @@
+"""Load: many concurrent clients against a real `ireneo serve` on 127.0.0.1, for a set time.
+
+Each client speaks for one of `users` users (client i for user i mod users) and, back to back,
+either posts one of its user's conversations grown by a turn (`POST /turns`, as the gateway) or
+asks `recall_my_conversations` over MCP (its own session, as an agent) for the marker of a turn
+it was already answered 202 for, which must come back: a turn is keyword-searchable once stored.
+The server's RSS is sampled all along. At the end the server is stopped and every acknowledged
+turn is looked up in the store.
+
+Errors are anything but a 202, a transport failure, a tool error, a fail-soft sentence, or a
+recall that misses its marker: the run wants 0. The report gives throughput and p50/p95/p99 per
+operation, and RSS over time as the slope of each half of the run (it must level off).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import httpx2
+import numpy as np
+
+from ireneo.bench.server_process import INGEST_KEY, ServerProcess
+from ireneo.bench.traffic import Conversation, marker, turn_text, user_name
+
+TURNS_PER_CONVERSATION = 12
+OPERATIONS = ("ingest", "recall")
+
+
+@dataclass
+class LoadConfig:
+    clients: int = 50
+    users: int = 20
+    seconds: float = 60.0
+    ingest_share: float = 0.5
+    seed: int = 5
+    rss_every: float = 0.5
+    database_url: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Sample:
+    at: float  # seconds since the start of the timed run
+    op: str
+    ms: float
+    ok: bool
+
+
+@dataclass
+class LoadReport:
+    config: dict
+    seconds: float
+    operations: dict[str, dict]
+    errors: dict[str, int]
+    error_examples: list[str]
+    rss: dict[str, float]
+    turns_acked: int
+    acked_turns_missing: int
+    index_catch_up_s: float
+    load_average: list[float] = field(default_factory=list)  # the machine's, 1 min, start and end
+    samples: list[Sample] = field(repr=False, default_factory=list)
+    rss_series: list[tuple[float, float]] = field(repr=False, default_factory=list)
+
+    @property
+    def total_errors(self) -> int:
+        return sum(self.errors.values())
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        del out["samples"], out["rss_series"]
+        out["total_errors"] = self.total_errors
+        return out
+
+
+class LoadRun:
+    def __init__(self, config: LoadConfig, work: Path, progress: Callable | None = None):
+        self.config = config
+        self.work = work
+        self.progress = progress
+        self.rng = random.Random(config.seed)
+        self.server = ServerProcess(
+            home=work / "home",
+            database_url=config.database_url,
+            env_extra=config.env,
+            log_path=work / "server.log",
+        )
+        self.samples: list[Sample] = []
+        self.rss: list[tuple[float, float]] = []
+        self.errors: dict[str, int] = dict.fromkeys(OPERATIONS, 0)
+        self.error_examples: list[str] = []
+        self.conversations: dict[int, list[Conversation]] = {}
+        self.started = 0.0
+        self.stopping = False
+
+    # -- the run ------------------------------------------------------------------------------
+    def run(self) -> LoadReport:
+        self.load_average = [round(os.getloadavg()[0], 1)]
+        self.server.start()
+        try:
+            asyncio.run(self._run())
+            caught_up = time.monotonic()
+            self.server.wait_indexed(timeout=600)
+            catch_up = time.monotonic() - caught_up
+        finally:
+            self.server.stop()
+        missing = self._missing_turns()
+        return self._report(missing, catch_up)
+
+    async def _run(self) -> None:
+        async with httpx2.AsyncClient(
+            base_url=self.server.url,
+            timeout=60,
+            headers={"x-ingest-key": INGEST_KEY},
+            limits=httpx2.Limits(max_connections=self.config.clients + 10),
+        ) as http:
+            # every user starts with one stored conversation, so recall has something to find
+            await asyncio.gather(*(self._ingest(http, user) for user in range(self.config.users)))
+            self.samples.clear()
+            self.started = time.monotonic()
+            sampler = asyncio.create_task(self._sample_rss())
+            reporter = asyncio.create_task(self._report_progress())
+            await asyncio.gather(*(self._client(http, n) for n in range(self.config.clients)))
+            self.load_average.append(round(os.getloadavg()[0], 1))
+            sampler.cancel()
+            reporter.cancel()
+
+    async def _client(self, http: httpx2.AsyncClient, number: int) -> None:
+        from fastmcp import Client
+
+        user = number % self.config.users
+        rng = random.Random(f"{self.config.seed}/{number}")
+        token = self.server.token(user_name(user))
+        deadline = self.started + self.config.seconds
+        async with Client(f"{self.server.url}/mcp", auth=token, timeout=60) as mcp:
+            while time.monotonic() < deadline:
+                if rng.random() < self.config.ingest_share or not self._has_acked(user):
+                    await self._ingest(http, user)
+                else:
+                    await self._recall(mcp, user, rng)
+
+    def _has_acked(self, user: int) -> bool:
+        return any(c.acked for c in self.conversations.get(user, []))
+
+    async def _ingest(self, http: httpx2.AsyncClient, user: int) -> None:
+        conversations = self.conversations.setdefault(user, [])
+        open_ones = [c for c in conversations if c.turns < TURNS_PER_CONVERSATION]
+        if not open_ones or self.rng.random() < 0.1:
+            number = sum(len(v) for v in self.conversations.values())
+            conversations.append(Conversation(user=user, number=number))
+            open_ones = [conversations[-1]]
+        conversation = self.rng.choice(open_ones)
+        body = conversation.grow()
+        started = time.monotonic()
+        problem = None
+        try:
+            response = await http.post("/turns", json=body)
+            if response.status_code == 202:
+                conversation.acked = max(conversation.acked, len(body["turns"]))
+            else:
+                problem = f"ingest answered {response.status_code}: {response.text[:120]}"
+        except httpx2.HTTPError as exc:
+            problem = f"ingest failed: {type(exc).__name__}"
+        self._record("ingest", started, problem)
+
+    async def _recall(self, mcp, user: int, rng: random.Random) -> None:
+        acked = [(c, k) for c in self.conversations.get(user, []) for k in range(c.acked)]
+        conversation, k = rng.choice(acked)
+        wanted = marker(user, conversation.number, k)
+        started = time.monotonic()
+        problem = None
+        try:
+            result = await mcp.call_tool(
+                "recall_my_conversations", {"query": wanted}, raise_on_error=False
+            )
+            text = result.content[0].text if result.content else ""
+            if result.is_error:
+                problem = f"recall error: {text[:120]}"
+            elif wanted not in text:
+                problem = f"recall missed {wanted}: {text[:120]}"
+        except Exception as exc:  # the client's view: any failure is an error of the run
+            problem = f"recall failed: {type(exc).__name__}: {exc}"[:200]
+        self._record("recall", started, problem)
+
+    def _record(self, op: str, started: float, problem: str | None) -> None:
+        now = time.monotonic()
+        if self.started:
+            self.samples.append(
+                Sample(started - self.started, op, (now - started) * 1000, problem is None)
+            )
+        if problem is not None:
+            self.errors[op] += 1
+            if len(self.error_examples) < 20:
+                self.error_examples.append(problem)
+
+    async def _sample_rss(self) -> None:
+        while True:
+            self.rss.append((time.monotonic() - self.started, self.server.rss_mb()))
+            await asyncio.sleep(self.config.rss_every)
+
+    async def _report_progress(self) -> None:
+        while self.progress is not None:
+            elapsed = time.monotonic() - self.started
+            recent = [s.ms for s in self.samples[-500:]]
+            self.progress(
+                elapsed=min(elapsed, self.config.seconds),
+                total=self.config.seconds,
+                ops=len(self.samples),
+                errors=sum(self.errors.values()),
+                rss=self.rss[-1][1] if self.rss else 0.0,
+                p50=float(np.median(recent)) if recent else 0.0,
+            )
+            await asyncio.sleep(0.5)
+
+    # -- checks and figures ---------------------------------------------------------------------
+    def _missing_turns(self) -> int:
+        """Acknowledged turns not in the store (server stopped; SQLite store read directly)."""
+        from ireneo import Memory
+        from ireneo.errors import NotFound
+        from ireneo.server.memories import user_key
+
+        if self.config.database_url:
+            return -1  # not wired for PostgreSQL yet
+        missing = 0
+        for user, conversations in self.conversations.items():
+            path = self.server.home / "users" / user_key(user_name(user))
+            with Memory(path) as memory:
+                for conversation in conversations:
+                    try:
+                        texts = [t.text for t in memory.get(conversation.conversation_id)]
+                    except NotFound:
+                        texts = []
+                    for k in range(conversation.acked):
+                        expected = turn_text(user, conversation.number, k)
+                        missing += k >= len(texts) or texts[k] != expected
+        return missing
+
+    def _report(self, missing: int, catch_up: float) -> LoadReport:
+        seconds = self.config.seconds
+        operations = {}
+        for op in OPERATIONS:
+            ms = np.array([s.ms for s in self.samples if s.op == op])
+            if len(ms) == 0:
+                continue
+            operations[op] = {
+                "count": int(len(ms)),
+                "per_second": round(len(ms) / seconds, 1),
+                "p50_ms": round(float(np.percentile(ms, 50)), 1),
+                "p95_ms": round(float(np.percentile(ms, 95)), 1),
+                "p99_ms": round(float(np.percentile(ms, 99)), 1),
+                "max_ms": round(float(ms.max()), 1),
+            }
+        return LoadReport(
+            config=asdict(self.config) | {"database_url": bool(self.config.database_url)},
+            seconds=seconds,
+            operations=operations,
+            errors=self.errors,
+            error_examples=self.error_examples,
+            rss=rss_figures(self.rss),
+            turns_acked=sum(c.acked for v in self.conversations.values() for c in v),
+            acked_turns_missing=missing,
+            index_catch_up_s=round(catch_up, 1),
+            load_average=self.load_average,
+            samples=self.samples,
+            rss_series=self.rss,
+        )
+
+
+def rss_figures(series: list[tuple[float, float]]) -> dict[str, float]:
+    """Start, peak and end RSS, and the slope (MB per minute) of each half of the run."""
+    if len(series) < 4:
+        return {}
+    t = np.array([s[0] for s in series])
+    mb = np.array([s[1] for s in series])
+    half = len(series) // 2
+
+    def slope(a: np.ndarray, b: np.ndarray) -> float:
+        return round(float(np.polyfit(a, b, 1)[0]) * 60, 2)
+
+    return {
+        "start_mb": round(float(mb[0]), 1),
+        "peak_mb": round(float(mb.max()), 1),
+        "end_mb": round(float(mb[-1]), 1),
+        "first_half_slope_mb_per_min": slope(t[:half], mb[:half]),
+        "second_half_slope_mb_per_min": slope(t[half:], mb[half:]),
+        "second_half_growth_mb": round(float(mb[half:].max() - mb[half]), 1),
+    }
+
+
+def save(report: LoadReport, out: Path) -> Path:
+    """latest.json, latest.md and load.png in `out`; returns the markdown's path."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "latest.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+    plot(report, out / "load.png")
+    c = report.config
+    lines = [
+        "# Load: concurrent ingest and recall against one server",
+        "",
+        f"{c['clients']} clients over {c['users']} users for {report.seconds:.0f} s on "
+        f"127.0.0.1, {c['ingest_share']:.0%} ingest posts, the rest `recall_my_conversations` "
+        f"over MCP; store: {'PostgreSQL' if c['database_url'] else 'SQLite (embedded)'}. "
+        f"Clients and server share the machine ({os.cpu_count()} cores, 1-minute load average "
+        f"{' then '.join(str(x) for x in report.load_average)} at the start and the end).",
+        "",
+        "| operation | count | per second | p50 ms | p95 ms | p99 ms | max ms | errors |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for op, f in report.operations.items():
+        lines.append(
+            f"| {op} | {f['count']} | {f['per_second']} | {f['p50_ms']} | {f['p95_ms']} | "
+            f"{f['p99_ms']} | {f['max_ms']} | {report.errors.get(op, 0)} |"
+        )
+    r = report.rss
+    lines += [
+        "",
+        f"Acknowledged turns: {report.turns_acked}, missing from the store afterwards: "
+        f"{report.acked_turns_missing}. Index catch-up after the run: {report.index_catch_up_s} s.",
+        "",
+        f"Server RSS: {r.get('start_mb')} MB at the start, peak {r.get('peak_mb')} MB, "
+        f"{r.get('end_mb')} MB at the end; slope {r.get('first_half_slope_mb_per_min')} MB/min "
+        f"in the first half, {r.get('second_half_slope_mb_per_min')} MB/min in the second "
+        f"(growth within the second half: {r.get('second_half_growth_mb')} MB).",
+        "",
+        "![RSS and latency over time](load.png)",
+        "",
+    ]
+    if report.error_examples:
+        lines += ["Errors (first few):", "", *[f"- {e}" for e in report.error_examples[:5]], ""]
+    path = out / "latest.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def plot(report: LoadReport, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True)
+    if report.rss_series:
+        t, mb = zip(*report.rss_series, strict=True)
+        top.plot(t, mb, color="tab:purple")
+    top.set_ylabel("server RSS (MB)")
+    top.set_ylim(bottom=0)
+    top.grid(alpha=0.3)
+    bucket = max(1.0, report.seconds / 60)
+    for op, color in zip(OPERATIONS, ("tab:blue", "tab:orange"), strict=True):
+        samples = [s for s in report.samples if s.op == op]
+        if not samples:
+            continue
+        edges = np.arange(0, report.seconds + bucket, bucket)
+        at = np.array([s.at for s in samples])
+        ms = np.array([s.ms for s in samples])
+        mids, p50, p95 = [], [], []
+        for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+            inside = ms[(at >= lo) & (at < hi)]
+            if len(inside):
+                mids.append((lo + hi) / 2)
+                p50.append(np.percentile(inside, 50))
+                p95.append(np.percentile(inside, 95))
+        bottom.plot(mids, p50, color=color, label=f"{op} p50")
+        bottom.plot(mids, p95, color=color, linestyle="--", label=f"{op} p95")
+    bottom.set_yscale("log")
+    bottom.set_ylabel("latency (ms)")
+    bottom.set_xlabel("seconds")
+    bottom.grid(alpha=0.3, which="both")
+    bottom.legend(loc="upper left", fontsize=8)
+    c = report.config
+    fig.suptitle(f"{c['clients']} clients, {c['users']} users: server RSS and latency")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def progress_printer(stream=sys.stderr) -> Callable[..., None]:
+    """A one-line progress display: rewritten in place on a terminal, every 5 s otherwise."""
+    last = [0.0]
+
+    def show(*, elapsed, total, ops, errors, rss, p50):
+        line = (
+            f"load {elapsed:5.1f}/{total:.0f} s  ops {ops}  errors {errors}  "
+            f"p50 {p50:.0f} ms  server RSS {rss:.0f} MB"
+        )
+        if stream.isatty():
+            stream.write("\r" + line)
+            stream.flush()
+        elif time.monotonic() - last[0] >= 5:
+            stream.write(line + "\n")
+            last[0] = time.monotonic()
+
+    return show
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="concurrent ingest and recall against a server")
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--users", type=int, default=20)
+    parser.add_argument("--seconds", type=float, default=180.0)
+    parser.add_argument("--ingest-share", type=float, default=0.5)
+    parser.add_argument("--database-url", help="run against PostgreSQL (IRENEO_DATABASE_URL)")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/load"))
+    parser.add_argument("--work", type=Path, help="where the server's home goes [a temp dir]")
+    args = parser.parse_args(argv)
+    report = run_load(
+        LoadConfig(
+            clients=args.clients,
+            users=args.users,
+            seconds=args.seconds,
+            ingest_share=args.ingest_share,
+            database_url=args.database_url,
+        ),
+        args.out,
+        args.work,
+    )
+    return 0 if report.total_errors == 0 and report.acked_turns_missing == 0 else 1
+
+
+def run_load(config: LoadConfig, out: Path, work: Path | None = None) -> LoadReport:
+    """Run, save the report under `out`, print the markdown; the CLI's and the script's door."""
+    import tempfile
+
+    work = work or Path(tempfile.mkdtemp(prefix="ireneo-load-"))
+    report = LoadRun(config, work, progress=progress_printer()).run()
+    sys.stderr.write("\n")
+    print(save(report, out).read_text())
+    return report

@@ -1,0 +1,23 @@
+"""A short load run in CI: concurrent ingest and recall, 0 errors, every acknowledged turn
+stored (bench/load.py runs the long mode and reports the figures)."""
+
+from __future__ import annotations
+
+import json
+
+from ireneo.bench.load import LoadConfig, LoadRun, save
+
+
+def test_a_short_load_run_has_no_errors_and_loses_nothing(tmp_path):
+    report = LoadRun(LoadConfig(clients=10, users=5, seconds=12), tmp_path / "work").run()
+    assert report.total_errors == 0, report.error_examples
+    assert report.acked_turns_missing == 0
+    assert report.operations["ingest"]["count"] > 0 and report.operations["recall"]["count"] > 0
+    assert report.turns_acked >= report.operations["ingest"]["count"] // 2
+    assert report.rss["peak_mb"] > 0
+
+    out = tmp_path / "out"
+    markdown = save(report, out).read_text()
+    assert "| recall |" in markdown and "| ingest |" in markdown
+    assert json.loads((out / "latest.json").read_text())["total_errors"] == 0
+    assert (out / "load.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
