@@ -85,6 +85,12 @@ def test_a_new_answer_is_not_an_echo(memory):
     assert memory.recall("draft the N-11 proposal for Jana", k=1)[0].session_id == "todo"
 
 
+def test_a_new_fact_in_the_words_of_a_recalled_one_is_not_an_echo(memory):
+    # The same sentences about another ticket: most trigrams were shown, but MT-5120 was not.
+    recall_and_answer(memory, ECHO.replace("MT-4471", "MT-5120"))
+    assert [t.echo for t in memory.get("todo")] == [False, False]
+
+
 def test_only_recent_returns_count(memory):
     hits = memory.recall("follow-up MT-4471 F-204", k=3)
     memory.note_returned(returned_turns(hits), NOW)

@@ -4,9 +4,11 @@ When an agent answers from recalled passages ("Here is your consolidated list: �
 answer is stored like any turn, the next recall finds the answer instead of its sources, and
 with each round the memory drifts towards the agent's own summaries. So the server keeps a short
 record of the turns it returned to each user (`Memory.note_returned`), and an assistant turn
-stored within `window` of that whose word trigrams are mostly (`overlap`) found in those turns
-is flagged as an echo: stored and readable as written (`get`, `read_conversation`), but left out
-of recall results unless asked for.
+stored within `window` of that whose word trigrams are mostly (`overlap`) found in those turns,
+and whose numbers and identifiers all are, is flagged as an echo: stored and readable as written
+(`get`, `read_conversation`), but left out of recall results unless asked for. The second rule
+keeps a new fact said in a familiar shape ("Ticket MT-5120 is open for …" after recall showed
+"Ticket MT-4471 is open for …") from passing for a repeat: an echo adds nothing new.
 
 `IRENEO_ECHO_WINDOW_HOURS` (24) and `IRENEO_ECHO_OVERLAP` (0.5; 0 turns detection off).
 """
@@ -65,8 +67,20 @@ def overlap(text: str, sources: set[tuple[str, str, str]]) -> float:
     return len(own & sources) / len(own)
 
 
+def numbers(text: str) -> set[str]:
+    """The words of three characters or more holding a digit: ids, amounts, years. Shorter ones
+    (a list's "1." … "5.", "within 2 hours") say nothing about what is new."""
+    return {
+        word
+        for word in _WORD.findall(text.lower())
+        if len(word) >= 3 and any(c.isdigit() for c in word)
+    }
+
+
 def is_echo(text: str, returned: list[str], policy: EchoPolicy) -> bool:
     if not policy.enabled or not returned:
+        return False
+    if numbers(text) - set().union(*(numbers(source) for source in returned)):
         return False
     sources: set[tuple[str, str, str]] = set()
     for source in returned:

@@ -45,7 +45,7 @@ from ireneo.server.indexer import Indexer
 from ireneo.server.logs import log_event
 from ireneo.server.memories import MemoryRegistry, user_key
 from ireneo.server.settings import Settings
-from ireneo.server.tools import Recaller, returned_turns
+from ireneo.server.tools import Recaller, note_returned, returned_turns
 
 log = logging.getLogger("ireneo.server.chat")
 
@@ -247,7 +247,7 @@ class ChatRoutes:
             memories = Memories(memory, policy=self.settings.memory_policy, now=self.clock)
             found = memories.search(query, self.settings.chat_memories) if memories.count() else []
             conversations = memory.recall(query, k=self.settings.chat_conversations)
-            memory.note_returned(returned_turns(conversations), self.clock())
+            note_returned(memory, returned_turns(conversations), self.clock())
         return Recalled(found, conversations)
 
     def _memory_block(self, recalled: Recalled) -> str:

@@ -14,8 +14,9 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
+from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
 
 from fastmcp import FastMCP
@@ -96,6 +97,17 @@ MemoryLease = Callable[[], AbstractContextManager[Memory | None]]
 # The caller's identity for logs (a hashed key) and a way to open their memory; None when the
 # caller cannot be told (the tools then answer UNAVAILABLE).
 Caller = Callable[[], tuple[str, MemoryLease] | None]
+
+
+def note_returned(
+    memory: Memory, turns: Iterable[tuple[str, int]], now: datetime | None = None
+) -> None:
+    """Record what was shown for echo detection; a failure (a full disk) costs only that record,
+    never the answer already made."""
+    try:
+        memory.note_returned(turns, now)
+    except Exception as exc:  # noqa: BLE001 - the caller's answer matters more than the record
+        log_event(log, "returned_not_recorded", level=logging.WARNING, error=type(exc).__name__)
 
 
 def returned_turns(hits: list[Hit]) -> list[tuple[str, int]]:
@@ -214,7 +226,7 @@ class Recaller:
                 return NOTHING_RELEVANT, "nothing"
             refs = {hit.session_id: memory.session_ref(hit.session_id) for hit in hits}
             text = render_hits(hits, max_chars=self.max_chars, refs=refs).strip()
-            memory.note_returned(returned_turns(hits))
+            note_returned(memory, returned_turns(hits))
             return (text or NOTHING_RELEVANT), f"hits:{len(hits)}"
 
     def _read_sync(
@@ -235,7 +247,7 @@ class Recaller:
                     return UNKNOWN_REF, "unknown_ref"
                 return EMPTY_RANGE, "empty_range"
             text = self._fit_turns(turns, ref)
-            memory.note_returned((turn.session_id, turn.seq) for turn in turns)
+            note_returned(memory, [(turn.session_id, turn.seq) for turn in turns])
         return text, f"turns:{len(turns)}"
 
     def _fit_turns(self, turns: list, ref: str) -> str:
