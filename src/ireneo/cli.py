@@ -15,7 +15,7 @@ import click
 
 from ireneo.errors import IreneoError, NotFound
 from ireneo.formats import funes_jsonl
-from ireneo.memory import Memory, default_home
+from ireneo.memory import Memory
 from ireneo.model import Turn
 from ireneo.render import render_hits, render_sessions, render_status, render_turns
 
@@ -36,7 +36,7 @@ def memory_options(command):
     @functools.wraps(command)
     def wrapper(home: Path | None, as_json: bool, model: str | None, **kwargs):
         try:
-            with Memory(home or default_home(), model=model) as memory:
+            with Memory(home, model=model) as memory:
                 return command(memory=memory, as_json=as_json, **kwargs)
         except (IreneoError, FileNotFoundError, ValueError) as exc:
             raise click.ClickException(str(exc)) from exc
@@ -172,7 +172,7 @@ def status(memory: Memory, as_json: bool) -> None:
     """Counts, model, disk size, last indexed."""
     s = memory.status()
     document = {
-        "home": str(memory.home),
+        "home": memory.location,
         "conversations": s.sessions,
         "turns": s.turns,
         "passages": s.passages,
@@ -182,7 +182,7 @@ def status(memory: Memory, as_json: bool) -> None:
         "last_indexed": s.last_indexed,
         **s.extra,
     }
-    emit(as_json, document, render_status(s, str(memory.home)))
+    emit(as_json, document, render_status(s, memory.location))
 
 
 @main.command()
