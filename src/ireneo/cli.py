@@ -27,7 +27,8 @@ def memory_options(command):
         "--home",
         type=click.Path(file_okay=False, path_type=Path),
         default=None,
-        help="Memory directory [env IRENEO_HOME, default ~/.local/share/ireneo].",
+        help="Memory directory [env IRENEO_HOME, default ~/.local/share/ireneo]. Without it, "
+        "IRENEO_DATABASE_URL and IRENEO_USER, when set, name a PostgreSQL memory.",
     )
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
     @click.option(
@@ -330,6 +331,47 @@ def memories_expire(memory: Memory, as_json: bool) -> None:
     """Remove low-importance facts older than IRENEO_MEMORY_LOW_MAX_AGE_DAYS (30)."""
     removed = memory.memories.expire()
     emit(as_json, {"removed": removed}, f"{removed} expired memories removed.")
+
+
+@main.group()
+def db() -> None:
+    """The PostgreSQL database that replicas share (see docs/postgres.md)."""
+
+
+@db.command("upgrade")
+@click.option(
+    "--database-url",
+    envvar=["IRENEO_DATABASE_OWNER_URL", "IRENEO_DATABASE_URL"],
+    required=True,
+    help="postgresql:// URL of the role that owns the tables "
+    "[env IRENEO_DATABASE_OWNER_URL, else IRENEO_DATABASE_URL].",
+)
+@click.option(
+    "--app-role",
+    envvar="IRENEO_DATABASE_APP_ROLE",
+    default="ireneo_app",
+    show_default=True,
+    help="The role the servers connect as; granted the use of the tables, owning none "
+    "[env IRENEO_DATABASE_APP_ROLE].",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def db_upgrade(database_url: str, app_role: str, as_json: bool) -> None:
+    """Apply the schema migrations that are missing, then grant the application role."""
+    import psycopg
+
+    from ireneo.store import pg_schema
+
+    try:
+        applied = pg_schema.upgrade(database_url, app_role)
+    except (pg_schema.SchemaError, psycopg.Error) as exc:
+        raise click.ClickException(str(exc).strip()) from exc
+    version = pg_schema.latest_version()
+    text = (
+        f"applied migrations {', '.join(map(str, applied))}; schema at version {version}"
+        if applied
+        else f"schema already at version {version}"
+    )
+    emit(as_json, {"applied": applied, "version": version, "app_role": app_role}, text)
 
 
 def _turn_dict(turn: Turn) -> dict:

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
+from psycopg.types import TypeInfo
 from psycopg_pool import ConnectionPool
 
 from ireneo.model import SessionSummary, Turn
@@ -63,7 +64,7 @@ def open_pool(url: str, *, max_size: int = 8) -> ConnectionPool:
         min_size=1,
         max_size=max(1, max_size),
         kwargs={"autocommit": True},
-        configure=register_vector,
+        configure=_configure,
         open=False,
         name="ireneo",
     )
@@ -81,6 +82,13 @@ def open_pool(url: str, *, max_size: int = 8) -> ConnectionPool:
             f"{pg_schema.latest_version()}: run `ireneo db upgrade` as the tables' owner"
         )
     return pool
+
+
+def _configure(conn: psycopg.Connection) -> None:
+    """pgvector's types on a new connection; a database without the extension is reported by
+    the schema check, not by a pool that cannot connect."""
+    if TypeInfo.fetch(conn, "vector") is not None:
+        register_vector(conn)
 
 
 class PostgresStore(Store):
@@ -574,7 +582,7 @@ class PostgresStore(Store):
         )
         if not rows:
             return [], np.zeros((0, 0), dtype=np.float32)
-        return [memory_id for memory_id, _ in rows], np.vstack([v for _, v in rows])
+        return [memory_id for memory_id, _ in rows], np.vstack([v.to_numpy() for _, v in rows])
 
     def memories_unembedded(self, model: str, limit: int) -> list[tuple[str, str]]:
         return self._all(
