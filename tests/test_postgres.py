@@ -19,7 +19,7 @@ from ireneo.store import pg_schema
 from ireneo.store.postgres import PostgresStore, SchemaOutdated, open_pool
 from tests.conftest import conversation
 
-TABLES = [*pg_schema.USER_TABLES, "index_jobs", "migrations"]
+TABLES = [*pg_schema.USER_TABLES, "index_jobs", "users", "migrations"]
 
 
 def user() -> str:

@@ -5,8 +5,8 @@ user key, a hash: never the user's own id) leading every primary key and index, 
 be distributed by `user_id` (Citus) without change. Isolation is the database's: every table has
 Row-Level Security, forced on its owner too, admitting only the rows whose `user_id` is the
 transaction's `app.user_id` (set with `set_config(..., true)`); with none set nothing is seen.
-The one exception is `index_jobs`, the indexer's queue, which holds user keys and counters only
-and which every replica must read whole to find work.
+The exceptions are `users` (which users have a memory) and `index_jobs` (the indexer's queue):
+they hold user keys and counters only, and every replica must read them whole to find work.
 
 `upgrade(owner_url, app_role)` applies what is missing, then grants the application role (which
 must not own the tables) what it needs. pgvector's `vector` extension is not a trusted
@@ -163,6 +163,13 @@ MIGRATIONS: list[str] = [
     ALTER TABLE index_jobs ENABLE ROW LEVEL SECURITY;
     ALTER TABLE index_jobs FORCE ROW LEVEL SECURITY;
     CREATE POLICY index_jobs_queue ON index_jobs USING (true) WITH CHECK (true);
+
+    -- Who has a memory: what the periodic jobs (memory expiry) go through.
+    CREATE TABLE users (user_id text PRIMARY KEY, created_at timestamptz NOT NULL DEFAULT now());
+    ALTER TABLE users ENABLE ROW LEVEL SECURITY;
+    ALTER TABLE users FORCE ROW LEVEL SECURITY;
+    CREATE POLICY users_listed ON users USING (true)
+        WITH CHECK (user_id = current_setting('app.user_id', true));
     """
     + "".join(_USER_POLICY.format(table=table) for table in USER_TABLES),
 ]

@@ -91,6 +91,21 @@ def _configure(conn: psycopg.Connection) -> None:
         register_vector(conn)
 
 
+def users(pool: ConnectionPool) -> list[str]:
+    """Every user that has a memory in the database."""
+    with pool.connection() as conn:
+        rows = conn.execute(f"SELECT user_id FROM {pg_schema.SCHEMA}.users ORDER BY 1").fetchall()
+    return [user for (user,) in rows]
+
+
+def has_memory(pool: ConnectionPool, user: str) -> bool:
+    with pool.connection() as conn:
+        row = conn.execute(
+            f"SELECT 1 FROM {pg_schema.SCHEMA}.users WHERE user_id = %s", (user,)
+        ).fetchone()
+    return row is not None
+
+
 class PostgresStore(Store):
     """One user's memory in a shared PostgreSQL database.
 
@@ -105,6 +120,7 @@ class PostgresStore(Store):
         self._owns_pool = isinstance(database, str)
         self._pool = open_pool(database, max_size=2) if isinstance(database, str) else database
         with self._transaction() as cur:
+            cur.execute("INSERT INTO users VALUES (%s) ON CONFLICT DO NOTHING", (self.user,))
             cur.execute(
                 "INSERT INTO meta VALUES (%s, 'ref_salt', %s) ON CONFLICT DO NOTHING",
                 (self.user, secrets.token_hex(16)),
