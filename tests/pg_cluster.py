@@ -53,7 +53,9 @@ def available() -> str | None:
 class Cluster:
     """initdb + pg_ctl in a temporary directory; as root, run as the `postgres` user."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, durable: bool = False) -> None:
+        """`durable`: fsync and synchronous commit on, as in production (benchmarks); the
+        tests run without them."""
         self.dir = Path(tempfile.mkdtemp(prefix="ireneo-pg-"))
         self.data = self.dir / "data"
         self.port = _free_port()
@@ -70,10 +72,9 @@ class Cluster:
             "--encoding=UTF8",
             "--locale=C.UTF-8",
         )
-        options = (
-            f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
-        )
+        options = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c max_connections=200"
+        if not durable:
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         self._run(
             PG_BIN / "pg_ctl", "-D", self.data, "-l", self.dir / "log", "-w", "-o", options, "start"
         )

@@ -15,7 +15,7 @@ from psycopg import conninfo, sql
 from ireneo import Memory
 from ireneo.cli import main
 from ireneo.errors import NotFound
-from ireneo.store import pg_schema
+from ireneo.store import Filters, pg_schema
 from ireneo.store.postgres import PostgresStore, SchemaOutdated, open_pool
 from tests.conftest import conversation
 
@@ -154,3 +154,26 @@ def test_the_environment_selects_postgres_when_no_home_is_given(
     monkeypatch.delenv("IRENEO_USER")
     result = CliRunner().invoke(main, ["status"])
     assert result.exit_code == 1 and "IRENEO_USER" in result.output
+
+
+def test_a_replica_sees_the_vectors_another_replica_adds_replaces_and_drops(pg_pool, tmp_path):
+    name = user()
+    source = tmp_path / "src"
+    conversation(source, "c-1", ["The pump failed on line 3.", "The conveyor jammed."])
+    with Memory(database=pg_pool, user=name) as one, Memory(database=pg_pool, user=name) as two:
+        one.index([source])
+        query = one.embedder.embed_query("pump failure")
+        assert len(two.store.dense_search(query, 10, Filters())) == 2  # two now holds a copy
+        conversation(source, "c-2", ["The pump failed again."])
+        one.index([source])
+        found = two.store.dense_search(query, 10, Filters())
+        assert len(found) == 3
+        conversation(source, "c-1", ["The pump was fine after all.", "The conveyor jammed."])
+        one.index([source])  # c-1 edited: its old passages (and vectors) are gone
+        again = two.store.dense_search(query, 10, Filters())
+        assert len(again) == 3 and {pid for pid, _ in again} != {pid for pid, _ in found}
+        assert two.store.dense_scores(query, [pid for pid, _ in again]).keys() == {
+            pid for pid, _ in again
+        }
+        one.store.drop_vectors()
+        assert two.store.dense_search(query, 10, Filters()) == []

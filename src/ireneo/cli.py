@@ -223,13 +223,20 @@ def reembed(memory: Memory, as_json: bool, target: str) -> None:
     default=Path("bench/results"),
     show_default=True,
 )
-def bench(quick: bool, sizes, langs, family: str, questions, model, out: Path) -> None:
+@click.option(
+    "--database-url",
+    help="Also store every history in this PostgreSQL database (the server's role, schema "
+    "upgraded) and compare the two stores.",
+)
+def bench(
+    quick: bool, sizes, langs, family: str, questions, model, out: Path, database_url
+) -> None:
     """Measure recall accuracy and cost on synthetic histories, against baselines."""
     from datetime import datetime
 
     from ireneo.bench.run import Config, run, save
 
-    overrides = {"family": family, "model": model, "out": out}
+    overrides = {"family": family, "model": model, "out": out, "database_url": database_url}
     if sizes:
         overrides["sizes"] = tuple(int(x) for x in sizes.split(","))
     if langs:

@@ -85,8 +85,11 @@ MIGRATIONS: list[str] = [
     CREATE INDEX passages_turn ON passages (user_id, turn_id);
     CREATE INDEX passages_lexemes ON passages USING gin (user_id, lexemes);
     CREATE INDEX passages_pending ON passages (user_id, id) WHERE embedding IS NULL;
+    -- vectors and vector_deletes let each replica's in-memory copy of a user's vectors notice
+    -- appends and deletions without a scan (PostgresStore._vectors).
     CREATE TABLE corpus (
-        user_id text PRIMARY KEY, passages bigint NOT NULL, terms bigint NOT NULL
+        user_id text PRIMARY KEY, passages bigint NOT NULL, terms bigint NOT NULL,
+        vectors bigint NOT NULL DEFAULT 0, vector_deletes bigint NOT NULL DEFAULT 0
     );
     CREATE TABLE term_df (
         user_id text NOT NULL, term text NOT NULL, docs bigint NOT NULL,
@@ -108,6 +111,9 @@ MIGRATIONS: list[str] = [
             GROUP BY p.user_id, l.term ORDER BY p.user_id, l.term
         ON CONFLICT (user_id, term) DO UPDATE SET docs = d.docs + excluded.docs;
         IF sign < 0 THEN
+            UPDATE corpus c SET vectors = c.vectors - v.n, vector_deletes = c.vector_deletes + v.n
+            FROM (SELECT user_id, count(embedding) AS n FROM changed GROUP BY user_id) v
+            WHERE c.user_id = v.user_id AND v.n > 0;
             DELETE FROM term_df d USING (SELECT DISTINCT user_id FROM changed) u
             WHERE d.user_id = u.user_id AND d.docs <= 0;
         END IF;
