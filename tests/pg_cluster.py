@@ -38,13 +38,8 @@ def available() -> str | None:
         return None
     if not (PG_BIN / "initdb").exists():
         return f"PostgreSQL is not installed ({PG_BIN}/initdb missing; see .ci/install-postgres)"
-    if not Path(
-        subprocess.run(
-            [PG_BIN / "pg_config", "--sharedir"], capture_output=True, text=True
-        ).stdout.strip()
-        or "/usr/share/postgresql/15",
-        "extension",
-        "vector.control",
+    if not (
+        Path("/usr/share/postgresql") / PG_BIN.parent.name / "extension/vector.control"
     ).exists():
         return "pgvector is not installed (see .ci/install-postgres)"
     return None
@@ -72,7 +67,9 @@ class Cluster:
             "--encoding=UTF8",
             "--locale=C.UTF-8",
         )
-        options = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c max_connections=200"
+        options = (
+            f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c max_connections=200"
+        )
         if not durable:
             options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         self._run(
@@ -81,7 +78,13 @@ class Cluster:
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
     def _run(self, *args: object) -> None:
-        subprocess.run([*self._as, *map(str, args)], check=True, capture_output=True)
+        done = subprocess.run([*self._as, *map(str, args)], capture_output=True, text=True)
+        if done.returncode:
+            log = self.dir / "log"
+            raise RuntimeError(
+                f"{args[0]} failed: {done.stderr.strip()}"
+                + (f"\n{log.read_text()[-2000:]}" if log.exists() else "")
+            )
 
     def stop(self) -> None:
         try:
