@@ -24,7 +24,17 @@ SCHEMA = "ireneo"
 DEFAULT_APP_ROLE = "ireneo_app"
 
 # Tables that hold one user's rows; each gets the same forced policy.
-USER_TABLES = ("meta", "sources", "sessions", "turns", "passages", "corpus", "term_df", "memories")
+USER_TABLES = (
+    "meta",
+    "sources",
+    "sessions",
+    "turns",
+    "passages",
+    "passage_terms",
+    "corpus",
+    "term_df",
+    "memories",
+)
 
 _USER_POLICY = """
 ALTER TABLE {table} ENABLE ROW LEVEL SECURITY;
@@ -37,8 +47,12 @@ CREATE POLICY {table}_by_user ON {table}
 MIGRATIONS: list[str] = [
     # 1: conversations, their passages with search terms and vectors, and explicit memories.
     # `lexemes` are the passage's analysed terms (ireneo.analyze: identifiers already normalised)
-    # as an array, indexed with GIN beside user_id; `term_df` and `corpus` keep BM25's statistics
-    # per user, maintained by statement triggers, so term_stats reads a few rows.
+    # as an array; `passage_terms` is their inverted index (user, term, passage, count), and
+    # `term_df` and `corpus` keep BM25's statistics per user, all maintained by statement
+    # triggers, so term_stats reads a few rows. Why not a GIN index on `lexemes`: under
+    # Row-Level Security a condition whose operator is not leakproof (array `&&` is not) cannot
+    # be used in an index scan, so the GIN index would only find the user's rows; `term = ANY`
+    # on a b-tree (text equality is leakproof) is used whole.
     """
     CREATE TABLE meta (
         user_id text NOT NULL, key text NOT NULL, value text NOT NULL,
@@ -83,7 +97,11 @@ MIGRATIONS: list[str] = [
         FOREIGN KEY (user_id, turn_id) REFERENCES turns (user_id, id) ON DELETE CASCADE
     );
     CREATE INDEX passages_turn ON passages (user_id, turn_id);
-    CREATE INDEX passages_lexemes ON passages USING gin (user_id, lexemes);
+    CREATE TABLE passage_terms (
+        user_id text NOT NULL, term text NOT NULL, passage_id bigint NOT NULL,
+        tf integer NOT NULL,
+        PRIMARY KEY (user_id, term, passage_id)
+    );
     CREATE INDEX passages_pending ON passages (user_id, id) WHERE embedding IS NULL;
     -- vectors and vector_deletes let each replica's in-memory copy of a user's vectors notice
     -- appends and deletions without a scan (PostgresStore._vectors).
@@ -110,7 +128,14 @@ MIGRATIONS: list[str] = [
             FROM changed p CROSS JOIN LATERAL unnest(p.lexemes) AS l(term)
             GROUP BY p.user_id, l.term ORDER BY p.user_id, l.term
         ON CONFLICT (user_id, term) DO UPDATE SET docs = d.docs + excluded.docs;
-        IF sign < 0 THEN
+        IF sign > 0 THEN
+            INSERT INTO passage_terms (user_id, term, passage_id, tf)
+                SELECT p.user_id, l.term, p.id, count(*)
+                FROM changed p CROSS JOIN LATERAL unnest(p.lexemes) AS l(term)
+                GROUP BY p.user_id, l.term, p.id;
+        ELSE
+            DELETE FROM passage_terms t USING changed p
+            WHERE t.user_id = p.user_id AND t.term = ANY(p.lexemes) AND t.passage_id = p.id;
             UPDATE corpus c SET vectors = c.vectors - v.n, vector_deletes = c.vector_deletes + v.n
             FROM (SELECT user_id, count(embedding) AS n FROM changed GROUP BY user_id) v
             WHERE c.user_id = v.user_id AND v.n > 0;
@@ -146,7 +171,6 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (user_id, id),
         UNIQUE (user_id, memory_id)
     );
-    CREATE INDEX memories_lexemes ON memories USING gin (user_id, lexemes);
     CREATE INDEX memories_expiry ON memories (user_id, importance, updated_at);
 
     -- The indexer's queue: a row while a user has passages waiting for vectors. Written by the
