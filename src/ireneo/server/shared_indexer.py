@@ -123,7 +123,7 @@ class SharedIndexer:
             if free <= 0:
                 continue
             try:
-                due = await asyncio.to_thread(self._due, free + len(self._keys_running))
+                due = await asyncio.to_thread(self._due, free + self.busy())
             except Exception as exc:  # the database is away: try again at the next poll
                 log_event(log, "index_poll", level=logging.ERROR, error=type(exc).__name__)
                 continue
