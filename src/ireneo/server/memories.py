@@ -71,12 +71,11 @@ class MemoryRegistry:
         return self.users_dir / key
 
     def exists(self, key: str) -> bool:
-        path = self.path(key)
         if self.database is not None:
             from ireneo.store.postgres import has_memory
 
             return has_memory(self.database, key)
-        return path.exists()
+        return self.path(key).exists()
 
     def keys_on_disk(self) -> list[str]:
         """Keys of every user who has a memory (directory, or rows in the database)."""
@@ -126,7 +125,8 @@ class MemoryRegistry:
 
     # -- internals ------------------------------------------------------------------------
     def _acquire(self, key: str, create: bool) -> _Entry | None:
-        path = self.path(key)
+        # a key names rows in the database (any the store holds) or a directory (checked)
+        path = self.path(key) if self.database is None else None
         evicted: list[_Entry] = []
         with self._lock:
             entry = self._open.get(key)
@@ -140,6 +140,7 @@ class MemoryRegistry:
                 if self.database is not None:
                     memory = self._opener(database=self.database, user=key, model=self.model)
                 else:
+                    assert path is not None
                     if create:
                         path.mkdir(mode=0o700, parents=True, exist_ok=True)
                     memory = self._opener(path, model=self.model)
