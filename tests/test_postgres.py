@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
@@ -143,9 +144,7 @@ def test_a_database_not_upgraded_is_refused_with_the_command_to_run(pg_database)
     pool.close()
 
 
-def test_the_environment_selects_postgres_when_no_home_is_given(
-    pg_database, stocked, monkeypatch
-):
+def test_the_environment_selects_postgres_when_no_home_is_given(pg_database, stocked, monkeypatch):
     monkeypatch.setenv("IRENEO_DATABASE_URL", pg_database.app_url)
     monkeypatch.setenv("IRENEO_USER", stocked)
     result = CliRunner().invoke(main, ["recall", "--json", "MT-4471"])
@@ -177,3 +176,34 @@ def test_a_replica_sees_the_vectors_another_replica_adds_replaces_and_drops(pg_p
         }
         one.store.drop_vectors()
         assert two.store.dense_search(query, 10, Filters()) == []
+
+
+def test_two_writers_of_the_same_new_turns_store_them_once(pg_pool, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ireneo.model import Block, Turn
+
+    name = user()
+    turns = [
+        Turn(
+            "c-1",
+            f"t-{i}",
+            i,
+            datetime(2026, 10, 1, 9, i, tzinfo=UTC),
+            "user",
+            "test",
+            (Block("text", f"Valve V-{i} replaced."),),
+        )
+        for i in range(20)
+    ]
+    stores = [Memory(database=pg_pool, user=name) for _ in range(4)]
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(lambda m: m.store_turns(turns), stores))
+        assert sum(r.added for r in results) == 20
+        assert sum(r.unchanged for r in results) == 60
+        assert stores[0].status().turns == 20 and stores[0].status().passages == 20
+        assert stores[0].store.term_stats(["v7"]).document_frequency == {"v7": 1}
+    finally:
+        for memory in stores:
+            memory.close()

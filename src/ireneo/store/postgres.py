@@ -185,6 +185,12 @@ class PostgresStore(Store):
     ) -> StoreResult:
         result = StoreResult()
         with self._transaction() as cur:
+            # One writer of a user's turns at a time (as in SQLite): two replicas storing the
+            # same new turn would otherwise both insert it.
+            cur.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended('ireneo-turns:' || %s, 0))",
+                (self.user,),
+            )
             stored = {
                 (sid, uuid): (turn_id, digest)
                 for sid, uuid, turn_id, digest in cur.execute(
