@@ -68,7 +68,9 @@ def open_pool(url: str, *, max_size: int = 8) -> ConnectionPool:
         url,
         min_size=1,
         max_size=max(1, max_size),
-        kwargs={"autocommit": True},
+        # no server-side prepared statements: a generic plan cannot know whose rows it reads,
+        # and transaction-mode poolers do not keep them
+        kwargs={"autocommit": True, "prepare_threshold": None},
         configure=_configure,
         open=False,
         name="ireneo",
@@ -346,11 +348,14 @@ class PostgresStore(Store):
             "FROM term_df d, c WHERE d.user_id = %(u)s AND d.term = ANY(%(terms)s::text[])) "
             "SELECT pt.passage_id, sum(q.idf * pt.tf * (%(k1)s + 1) / (pt.tf + %(k1)s * "
             "(1 - %(b)s + %(b)s * cardinality(p.lexemes) / greatest(c.avg_len, 1)))) AS score "
-            "FROM passage_terms pt JOIN q ON q.term = pt.term "
-            "JOIN passages p ON p.user_id = pt.user_id AND p.id = pt.passage_id "
+            # each term's postings looked up on their own: an index range whatever the planner
+            # believes about a user it has no statistics for yet
+            "FROM q CROSS JOIN LATERAL (SELECT passage_id, tf FROM passage_terms "
+            "WHERE user_id = %(u)s AND term = q.term) pt "
+            "JOIN passages p ON p.user_id = %(u)s AND p.id = pt.passage_id "
             + ("JOIN turns t ON t.user_id = p.user_id AND t.id = p.turn_id " if where else "")
-            + "CROSS JOIN c WHERE pt.user_id = %(u)s AND pt.term = ANY(%(terms)s::text[]) "
-            + (f"AND {where} " if where else "")
+            + "CROSS JOIN c "
+            + (f"WHERE {where} " if where else "")
             + "GROUP BY pt.passage_id ORDER BY score DESC, pt.passage_id LIMIT %(limit)s",
             {"u": self.user, "terms": terms, "limit": limit, "k1": BM25_K1, "b": BM25_B, **params},
         )
@@ -373,16 +378,25 @@ class PostgresStore(Store):
     def passages_near(self, passage_ids: list[int], reach: int) -> list[NearPassage]:
         if not passage_ids:
             return []
-        rows = self._all(
-            "WITH seed AS (SELECT DISTINCT t.session_id, t.seq FROM passages p "
-            "JOIN turns t ON t.user_id = p.user_id AND t.id = p.turn_id "
-            "WHERE p.user_id = %(u)s AND p.id = ANY(%(ids)s::bigint[])) "
-            "SELECT DISTINCT p.id, t.session_id, t.seq, t.ts, t.role, p.block_type, p.terms "
-            "FROM seed JOIN turns t ON t.user_id = %(u)s AND t.session_id = seed.session_id "
-            "AND t.seq BETWEEN seed.seq - %(r)s AND seed.seq + %(r)s "
-            "JOIN passages p ON p.user_id = %(u)s AND p.turn_id = t.id",
-            {"u": self.user, "ids": list(passage_ids), "r": reach},
-        )
+        with self._transaction() as cur:
+            seeds = cur.execute(
+                "SELECT DISTINCT t.session_id, t.seq FROM passages p JOIN turns t "
+                "ON t.user_id = p.user_id AND t.id = p.turn_id "
+                "WHERE p.user_id = %s AND p.id = ANY(%s::bigint[])",
+                (self.user, list(passage_ids)),
+            ).fetchall()
+            # the turns around each seed, named one by one: plain index lookups whatever the
+            # planner believes about a user it has no statistics for yet
+            near = sorted(
+                {(sid, seq + d) for sid, seq in seeds for d in range(-reach, reach + 1)}
+            )
+            rows = cur.execute(
+                "SELECT p.id, t.session_id, t.seq, t.ts, t.role, p.block_type, p.terms "
+                "FROM unnest(%s::text[], %s::int[]) AS k(session_id, seq) "
+                "JOIN turns t ON t.user_id = %s AND t.session_id = k.session_id AND t.seq = k.seq "
+                "JOIN passages p ON p.user_id = t.user_id AND p.turn_id = t.id",
+                ([sid for sid, _ in near], [seq for _, seq in near], self.user),
+            ).fetchall()
         return [
             NearPassage(pid, sid, seq, _utc(ts), role, kind, terms)
             for pid, sid, seq, ts, role, kind, terms in rows
