@@ -99,7 +99,7 @@ MIGRATIONS: list[str] = [
     CREATE INDEX passages_turn ON passages (user_id, turn_id);
     CREATE TABLE passage_terms (
         user_id text NOT NULL, term text NOT NULL, passage_id bigint NOT NULL,
-        tf integer NOT NULL,
+        tf integer NOT NULL, length integer NOT NULL,  -- the passage's terms, for BM25
         PRIMARY KEY (user_id, term, passage_id)
     );
     CREATE INDEX passages_pending ON passages (user_id, id) WHERE embedding IS NULL;
@@ -129,10 +129,10 @@ MIGRATIONS: list[str] = [
             GROUP BY p.user_id, l.term ORDER BY p.user_id, l.term
         ON CONFLICT (user_id, term) DO UPDATE SET docs = d.docs + excluded.docs;
         IF sign > 0 THEN
-            INSERT INTO passage_terms (user_id, term, passage_id, tf)
-                SELECT p.user_id, l.term, p.id, count(*)
+            INSERT INTO passage_terms (user_id, term, passage_id, tf, length)
+                SELECT p.user_id, l.term, p.id, count(*), cardinality(p.lexemes)
                 FROM changed p CROSS JOIN LATERAL unnest(p.lexemes) AS l(term)
-                GROUP BY p.user_id, l.term, p.id;
+                GROUP BY p.user_id, l.term, p.id, cardinality(p.lexemes);
         ELSE
             DELETE FROM passage_terms t USING changed p
             WHERE t.user_id = p.user_id AND t.term = ANY(p.lexemes) AND t.passage_id = p.id;
