@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -24,9 +26,52 @@ def home(tmp_path) -> Path:
     return tmp_path / "memory"
 
 
+@pytest.fixture(scope="session")
+def pg_database():
+    """A PostgreSQL database with ireneo's schema (tests/pg_cluster.py), for the whole run.
+
+    Skipped where PostgreSQL or pgvector is missing, failed instead when IRENEO_REQUIRE_ALL=1.
+    """
+    from tests import pg_cluster
+
+    missing = pg_cluster.available()
+    if missing:
+        if os.environ.get("IRENEO_REQUIRE_ALL") == "1":
+            pytest.fail(f"{missing}; it is required when IRENEO_REQUIRE_ALL=1")
+        pytest.skip(missing)
+    url = os.environ.get("IRENEO_TEST_DATABASE_URL")
+    cluster = None if url else pg_cluster.Cluster()
+    try:
+        yield pg_cluster.prepare(url or cluster.url)
+    finally:
+        if cluster is not None:
+            cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_pool(pg_database):
+    """One pool of the application role's connections, shared like a server shares it."""
+    from ireneo.store.postgres import open_pool
+
+    pool = open_pool(pg_database.app_url, max_size=4)
+    yield pool
+    pool.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_kind(request) -> str:
+    """The store behind `memory`: every test of a memory runs on both."""
+    return request.param
+
+
 @pytest.fixture
-def memory(home):
-    with Memory(home) as m:
+def memory(home, store_kind, request):
+    if store_kind == "postgres":
+        pool = request.getfixturevalue("pg_pool")
+        m = Memory(database=pool, user=f"test-{uuid.uuid4().hex}")
+    else:
+        m = Memory(home)
+    with m:
         yield m
 
 

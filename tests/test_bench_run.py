@@ -30,3 +30,22 @@ def test_bench_writes_tables_json_and_plots(tmp_path):
         out / "latest.md"
     ).read_text() in result.output
     assert (out / "latency.png").stat().st_size > 10_000
+
+
+def test_bench_compares_the_two_stores_in_one_run(tmp_path, pg_database):
+    out = tmp_path / "results"
+    result = CliRunner().invoke(
+        main,
+        ["bench", "--sizes", "30", "--langs", "en", "--questions", "6", "--out", str(out)]
+        + ["--database-url", pg_database.app_url],
+    )
+    assert result.exit_code == 0, result.output
+    [run] = json.loads((out / "latest.json").read_text())["runs"]
+    assert set(run["stores"]) == {"sqlite", "postgresql"}
+    for perf in run["stores"].values():
+        assert perf["turns_per_s"] > 0 and perf["warm_p50_ms"] > 0 and perf["cold_p50_ms"] > 0
+        assert 0.0 <= perf["strict@3"] <= 1.0
+        assert perf["new_found_by_meaning"] == 1.0
+    # the same history, the same search: the same answers
+    assert run["stores"]["postgresql"]["strict@3"] == run["stores"]["sqlite"]["strict@3"]
+    assert "| en | 30 | postgresql |" in (out / "latest.md").read_text()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 
 from ireneo import Memory
@@ -415,8 +416,8 @@ def test_a_memory_written_before_migration_2_opens_and_recalls_the_same(home, tm
 
 def test_vectors_of_another_model_are_made_again(memory, memories):
     memory_id = memories.store(RAHUL).memory_id
-    with memory.store._lock:  # as if stored before `ireneo reembed` changed the model
-        memory.store._db.execute("UPDATE memory_vectors SET model = 'old-model'")
+    # as if stored before `ireneo reembed` changed the model
+    memory.store.memory_put_vectors([memory_id], np.ones((1, 3), dtype=np.float32), "old-model")
     assert memory.store.memories_unembedded(memory.model_name, 10) == [(memory_id, RAHUL)]
     assert texts(memories.search("paid with a credit card")) == [RAHUL]
     assert memory.store.memories_unembedded(memory.model_name, 10) == []

@@ -796,7 +796,9 @@ def test_settings_refuse_unsafe_configurations(tmp_path):
     assert any("only one" in p for p in base.with_(jwks_url="http://127.0.0.1:1/jwks").problems())
     assert any("AUDIENCE" in p for p in base.with_(jwt_audience=None).problems())
     assert any("ISSUER" in p for p in base.with_(jwt_issuer=None).problems())
-    assert any("DATABASE_URL" in p for p in base.with_(database_url="postgresql://x").problems())
+    assert any("DATABASE_URL" in p for p in base.with_(database_url="mysql://x").problems())
+    assert base.with_(database_url="postgresql://x").problems() == []
+    assert any("DB_UPGRADE" in p for p in base.with_(db_upgrade=True).problems())
     dev = base.with_(
         dev=True, ingest_key=None, jwt_secret="short", jwt_issuer=None, jwt_audience=None
     )

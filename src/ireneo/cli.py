@@ -15,7 +15,7 @@ import click
 
 from ireneo.errors import IreneoError, NotFound
 from ireneo.formats import funes_jsonl
-from ireneo.memory import Memory, default_home
+from ireneo.memory import Memory
 from ireneo.model import Turn
 from ireneo.render import render_hits, render_sessions, render_status, render_turns
 
@@ -27,7 +27,8 @@ def memory_options(command):
         "--home",
         type=click.Path(file_okay=False, path_type=Path),
         default=None,
-        help="Memory directory [env IRENEO_HOME, default ~/.local/share/ireneo].",
+        help="Memory directory [env IRENEO_HOME, default ~/.local/share/ireneo]. Without it, "
+        "IRENEO_DATABASE_URL and IRENEO_USER, when set, name a PostgreSQL memory.",
     )
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
     @click.option(
@@ -36,7 +37,7 @@ def memory_options(command):
     @functools.wraps(command)
     def wrapper(home: Path | None, as_json: bool, model: str | None, **kwargs):
         try:
-            with Memory(home or default_home(), model=model) as memory:
+            with Memory(home, model=model) as memory:
                 return command(memory=memory, as_json=as_json, **kwargs)
         except (IreneoError, FileNotFoundError, ValueError) as exc:
             raise click.ClickException(str(exc)) from exc
@@ -172,7 +173,7 @@ def status(memory: Memory, as_json: bool) -> None:
     """Counts, model, disk size, last indexed."""
     s = memory.status()
     document = {
-        "home": str(memory.home),
+        "home": memory.location,
         "conversations": s.sessions,
         "turns": s.turns,
         "passages": s.passages,
@@ -185,7 +186,7 @@ def status(memory: Memory, as_json: bool) -> None:
     }
     retention = document["retention_days"]
     s.extra["retention"] = f"{retention:g} days" if retention else "off (keep everything)"
-    emit(as_json, document, render_status(s, str(memory.home)))
+    emit(as_json, document, render_status(s, memory.location))
 
 
 def _retention_days() -> float | None:
@@ -233,7 +234,7 @@ def forget(
         forgotten = memory.forget(session_id, actor="cli")
         if not forgotten.turns:
             raise NotFound(
-                f"no conversation {session_id!r} in {memory.home} (see: ireneo sessions)"
+                f"no conversation {session_id!r} in {memory.location} (see: ireneo sessions)"
             )
         what = f"conversation {session_id}"
     elif everything:
@@ -318,8 +319,23 @@ def reembed(memory: Memory, as_json: bool, target: str) -> None:
     show_default=True,
     help="--load: duration.",
 )
+@click.option(
+    "--database-url",
+    help="Also store every history in this PostgreSQL database (the server's role, schema "
+    "upgraded) and compare the two stores.",
+)
 def bench(
-    quick: bool, sizes, langs, family: str, questions, model, out: Path, load, clients, seconds
+    quick: bool,
+    sizes,
+    langs,
+    family: str,
+    questions,
+    model,
+    out: Path,
+    load,
+    clients,
+    seconds,
+    database_url,
 ) -> None:
     """Measure recall accuracy and cost on synthetic histories, against baselines."""
     from datetime import datetime
@@ -334,7 +350,7 @@ def bench(
 
     from ireneo.bench.run import Config, run, save
 
-    overrides = {"family": family, "model": model, "out": out}
+    overrides = {"family": family, "model": model, "out": out, "database_url": database_url}
     if sizes:
         overrides["sizes"] = tuple(int(x) for x in sizes.split(","))
     if langs:
@@ -436,6 +452,47 @@ def memories_expire(memory: Memory, as_json: bool) -> None:
     """Remove low-importance facts older than IRENEO_MEMORY_LOW_MAX_AGE_DAYS (30)."""
     removed = memory.memories.expire()
     emit(as_json, {"removed": removed}, f"{removed} expired memories removed.")
+
+
+@main.group()
+def db() -> None:
+    """The PostgreSQL database that replicas share (see docs/postgres.md)."""
+
+
+@db.command("upgrade")
+@click.option(
+    "--database-url",
+    envvar=["IRENEO_DATABASE_OWNER_URL", "IRENEO_DATABASE_URL"],
+    required=True,
+    help="postgresql:// URL of the role that owns the tables "
+    "[env IRENEO_DATABASE_OWNER_URL, else IRENEO_DATABASE_URL].",
+)
+@click.option(
+    "--app-role",
+    envvar="IRENEO_DATABASE_APP_ROLE",
+    default="ireneo_app",
+    show_default=True,
+    help="The role the servers connect as; granted the use of the tables, owning none "
+    "[env IRENEO_DATABASE_APP_ROLE].",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def db_upgrade(database_url: str, app_role: str, as_json: bool) -> None:
+    """Apply the schema migrations that are missing, then grant the application role."""
+    import psycopg
+
+    from ireneo.store import pg_schema
+
+    try:
+        applied = pg_schema.upgrade(database_url, app_role)
+    except (pg_schema.SchemaError, psycopg.Error) as exc:
+        raise click.ClickException(str(exc).strip()) from exc
+    version = pg_schema.latest_version()
+    text = (
+        f"applied migrations {', '.join(map(str, applied))}; schema at version {version}"
+        if applied
+        else f"schema already at version {version}"
+    )
+    emit(as_json, {"applied": applied, "version": version, "app_role": app_role}, text)
 
 
 def _turn_dict(turn: Turn) -> dict:

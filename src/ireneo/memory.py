@@ -5,6 +5,9 @@
     m.index(["dir/", "one.funes.jsonl"])
     hits = m.recall("N-11 upgrade blocker", k=8)
 
+    # or one user's memory in a shared PostgreSQL database (see docs/postgres.md)
+    m = Memory(database="postgresql://ireneo_app@db/ireneo", user="alice")
+
 The CLI, the MCP tools and the HTTP server are thin doors onto these methods.
 """
 
@@ -28,6 +31,8 @@ from ireneo.store import Filters, Status, StoreResult, open_store
 from ireneo.store.base import AuditEntry, Forgotten
 
 if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
+
     from ireneo.memories import Memories
 
 DEFAULT_HOME = Path.home() / ".local" / "share" / "ireneo"
@@ -38,7 +43,12 @@ def default_home() -> Path:
 
 
 class Memory:
-    """One memory: a directory holding one user's turns, search index and vectors."""
+    """One memory: one user's turns, search index and vectors.
+
+    Where it lives: `database` (a PostgreSQL URL, or a pool shared by many memories) with
+    `user`, the key of its rows; else the directory `home`; with neither, IRENEO_DATABASE_URL
+    (and IRENEO_USER) when set, else IRENEO_HOME or the default home directory.
+    """
 
     def __init__(
         self,
@@ -46,16 +56,32 @@ class Memory:
         *,
         model: str | None = None,
         redact: bool | None = None,
+        database: str | ConnectionPool | None = None,
+        user: str | None = None,
     ):
-        self.home = Path(home) if home is not None else default_home()
+        if database is None and home is None:
+            database = os.environ.get("IRENEO_DATABASE_URL") or None
+            user = user or os.environ.get("IRENEO_USER") or None
+            if database is not None and not user:
+                raise ValueError(
+                    "IRENEO_DATABASE_URL is set: name the memory's user with IRENEO_USER "
+                    "(or pass --home to use an embedded memory)"
+                )
         # Secrets become markers before anything is stored (ireneo.privacy); IRENEO_REDACT=0: off.
         self.redact = privacy.enabled_by_default() if redact is None else redact
         self.echo_policy = EchoPolicy.from_env()
-        self.store = open_store(self.home)
+        if database is not None:
+            self.home: Path | None = None
+            self.location = f"PostgreSQL (user {user})"
+            self.store = open_store(database=database, user=user)
+        else:
+            self.home = Path(home) if home is not None else default_home()
+            self.location = str(self.home)
+            self.store = open_store(self.home)
         stored = self.store.get_meta("model")
         requested = model or os.environ.get("IRENEO_MODEL")
         if stored and requested and requested != stored:
-            raise ModelMismatch(stored, requested, str(self.home))
+            raise ModelMismatch(stored, requested, self.location)
         self.model_name = requested or stored or DEFAULT_MODEL
         self._embedder: Embedder | None = None
         self._embedder_lock = threading.Lock()
@@ -169,7 +195,9 @@ class Memory:
         """A conversation (or a range of it) as it was written."""
         turns = self.store.get_turns(session_id, from_seq, to_seq)
         if not turns and not self.store.get_turns(session_id, None, None):
-            raise NotFound(f"no conversation {session_id!r} in {self.home} (see: ireneo sessions)")
+            raise NotFound(
+                f"no conversation {session_id!r} in {self.location} (see: ireneo sessions)"
+            )
         return turns
 
     def scan(self, session_id: str, needle: str) -> list[Turn]:

@@ -2,6 +2,8 @@
 
     python -m ireneo.bench.probe HOME QUESTIONS.json   → one JSON object on stdout
 
+HOME `-`: the memory that IRENEO_DATABASE_URL and IRENEO_USER name.
+
 Run as its own process so that its memory is what a server holding this memory would hold.
 """
 
@@ -33,7 +35,7 @@ def percentile(values: list[float], q: float) -> float:
     )
 
 
-def probe(home: Path, questions: list[dict]) -> dict[str, float]:
+def probe(home: Path | None, questions: list[dict]) -> dict[str, float]:
     with Memory(home) as memory:
         memory.recall("warm up", k=8)
         times = []
@@ -92,5 +94,6 @@ def time_to_searchable(memory: Memory) -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    home, questions = Path(sys.argv[1]), json.loads(Path(sys.argv[2]).read_text())
+    home = None if sys.argv[1] == "-" else Path(sys.argv[1])
+    questions = json.loads(Path(sys.argv[2]).read_text())
     print(json.dumps(probe(home, questions)))

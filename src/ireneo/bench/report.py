@@ -68,7 +68,38 @@ def markdown(document: dict) -> str:
             fmt.format(run["perf"].get(key, float("nan"))) for key, _, fmt in PERF_COLUMNS
         )
         lines.append(f"| {run['lang']} | {run['size']:,} | {cells} |")
+    if any(run.get("stores") for run in runs):
+        lines += _stores(runs)
     return "\n".join(lines) + "\n"
+
+
+STORE_COLUMNS = [
+    ("turns_per_s", "index turns/s", "{:.0f}"),
+    ("warm_p50_ms", "warm p50 ms", "{:.1f}"),
+    ("warm_p95_ms", "warm p95 ms", "{:.1f}"),
+    ("cold_p50_ms", "cold p50 ms", "{:.0f}"),
+    ("new_keyword_ms", "new: keyword ms", "{:.0f}"),
+    ("disk_mb", "disk MB", "{:.1f}"),
+    ("strict@3", "ireneo strict@3", "{:.1%}"),
+    ("hit@3", "ireneo hit@3", "{:.1%}"),
+]
+
+
+def _stores(runs: list[dict]) -> list[str]:
+    lines = [
+        "",
+        "## Stores: embedded SQLite and PostgreSQL, same histories, same run",
+        "",
+        "| lang | size | store | " + " | ".join(h for _, h, _ in STORE_COLUMNS) + " |",
+        "|---|---:|---|" + "---:|" * len(STORE_COLUMNS),
+    ]
+    for run in runs:
+        for store, perf in run.get("stores", {}).items():
+            cells = " | ".join(
+                fmt.format(perf.get(key, float("nan"))) for key, _, fmt in STORE_COLUMNS
+            )
+            lines.append(f"| {run['lang']} | {run['size']:,} | {store} | {cells} |")
+    return lines
 
 
 def _both_forms(run: dict, method: str) -> float:

@@ -6,6 +6,10 @@ same store (BM25 only, dense only, and funes' fusion: BM25 top-30 + dense top-30
 then measure warm latency and serving RSS in a fresh child, cold latency as whole `ireneo recall`
 processes, and how fast a new conversation becomes searchable. Results go to `bench/results/` as
 JSON, a markdown table and PNG plots. Ratios against the baselines come from the same run.
+
+With a PostgreSQL `database_url`, each history is also stored there (as a user of its own) and
+measured the same way (index throughput, ireneo's accuracy, warm and cold latency), so the two
+stores are compared in one run.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -44,6 +49,7 @@ class Config:
     seed: int = 0
     model: str | None = None
     out: Path = Path("bench/results")
+    database_url: str | None = None  # also measure the PostgreSQL store (the app role's URL)
 
     @classmethod
     def quick(cls, **overrides) -> Config:
@@ -60,6 +66,7 @@ class Run:
         default_factory=dict
     )  # method→form→metric
     perf: dict[str, float] = field(default_factory=dict)
+    stores: dict[str, dict[str, float]] = field(default_factory=dict)  # store→metric
 
 
 # -- the methods compared, all on the same store -------------------------------------------------
@@ -130,13 +137,19 @@ def first_rank(hits: list[Hit], question: Question) -> tuple[int | None, int | N
     return answer, strict
 
 
-def accuracy(memory: Memory, questions: list[Question], progress: Callable[[], None]) -> dict:
+def accuracy(
+    memory: Memory,
+    questions: list[Question],
+    progress: Callable[[], None],
+    methods: tuple[str, ...] | None = None,
+) -> dict:
     """hit@k (answer shown) and strict@k (right conversation) per method and question form."""
     ranks: dict[str, dict[str, list[tuple[int | None, int | None]]]] = {}
+    chosen = {name: METHODS[name] for name in methods or METHODS}
     for question in questions:
         for form in ("long", "short"):
             query = getattr(question, form)
-            for name, method in METHODS.items():
+            for name, method in chosen.items():
                 ranks.setdefault(name, {}).setdefault(form, []).append(
                     first_rank(method(memory, query, max(KS)), question)
                 )
@@ -175,7 +188,7 @@ def misses(memory: Memory, questions: list[Question], k: int = 3) -> list[dict]:
 # -- cost -----------------------------------------------------------------------------------------------
 
 
-def child(args: list[str]) -> tuple[float, float, str]:
+def child(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
     """Run a Python child; returns (seconds, its own peak RSS in MB, stdout).
 
     Output goes to files rather than pipes so the child can be reaped with wait4, which is what
@@ -183,7 +196,7 @@ def child(args: list[str]) -> tuple[float, float, str]:
     """
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         started = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, *args], stdout=out, stderr=err)
+        proc = subprocess.Popen([sys.executable, *args], stdout=out, stderr=err, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - started
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -193,11 +206,15 @@ def child(args: list[str]) -> tuple[float, float, str]:
         return seconds, usage.ru_maxrss / 1024, out.read()
 
 
-def index_cost(home: Path, source: Path, model: str | None) -> dict[str, float]:
-    args = ["-m", "ireneo.cli", "index", "--home", str(home), "--json", str(source)]
+def index_cost(
+    home: Path | None, source: Path, model: str | None, env: dict[str, str] | None = None
+) -> dict[str, float]:
+    """Index in a child; `home` None: the memory IRENEO_DATABASE_URL and IRENEO_USER in `env`
+    name."""
+    args = ["-m", "ireneo.cli", "index", *_home_args(home), "--json", str(source)]
     if model:
         args += ["--model", model]
-    seconds, rss, out = child(args)
+    seconds, rss, out = child(args, env)
     report = json.loads(out)
     return {
         "index_s": seconds,
@@ -206,22 +223,19 @@ def index_cost(home: Path, source: Path, model: str | None) -> dict[str, float]:
     }
 
 
-def cold_latency(home: Path, questions: list[Question], samples: int) -> float:
+def _home_args(home: Path | None) -> list[str]:
+    return ["--home", str(home)] if home is not None else []
+
+
+def cold_latency(
+    home: Path | None, questions: list[Question], samples: int, env: dict[str, str] | None = None
+) -> float:
     times = []
     for question in questions[:samples]:
         seconds, _, _ = child(
-            [
-                "-m",
-                "ireneo.cli",
-                "recall",
-                "--home",
-                str(home),
-                "--json",
-                "-k",
-                "8",
-                "--",
-                question.short,
-            ]
+            ["-m", "ireneo.cli", "recall", *_home_args(home), "--json", "-k", "8", "--"]
+            + [question.short],
+            env,
         )
         times.append(seconds * 1000)
     return statistics.median(times)
@@ -264,7 +278,39 @@ def run_one(config: Config, lang: str, size: int, scratch: Path, progress_factor
     _, _, out = child(["-m", "ireneo.bench.probe", str(home), str(scratch / "questions.json")])
     result.perf.update(json.loads(out))
     result.perf["cold_p50_ms"] = cold_latency(home, history.questions, config.cold_samples)
+    if config.database_url:
+        result.stores = {
+            "sqlite": {**result.perf, **_ireneo_accuracy(result.accuracy)},
+            "postgresql": postgres_run(config, lang, size, source, scratch, history.questions),
+        }
     return result
+
+
+
+def postgres_run(
+    config: Config, lang: str, size: int, source: Path, scratch: Path, questions: list[Question]
+) -> dict[str, float]:
+    """The same history in PostgreSQL, as a user of its own, measured as the SQLite one is."""
+    assert config.database_url is not None
+    user = f"bench-{lang}-{size}-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "IRENEO_DATABASE_URL": config.database_url, "IRENEO_USER": user}
+    env.pop("IRENEO_HOME", None)
+    perf = index_cost(None, source, config.model, env)
+    with Memory(database=config.database_url, user=user, model=config.model) as memory:
+        table = accuracy(memory, questions, lambda: None, methods=("ireneo",))
+        perf["disk_mb"] = memory.status().disk_bytes / 2**20
+    _, _, out = child(["-m", "ireneo.bench.probe", "-", str(scratch / "questions.json")], env)
+    perf.update(json.loads(out))
+    perf["cold_p50_ms"] = cold_latency(None, questions, config.cold_samples, env)
+    return {**perf, **_ireneo_accuracy(table)}
+
+
+def _ireneo_accuracy(table: dict) -> dict[str, float]:
+    forms = table["ireneo"]
+    return {
+        metric: (forms["long"][metric] + forms["short"][metric]) / 2
+        for metric in ("hit@3", "strict@3")
+    }
 
 
 def save(runs: list[Run], config: Config, started: str) -> Path:

@@ -25,6 +25,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
+from typing import TYPE_CHECKING
 
 from fastmcp import FastMCP
 from fastmcp.server.dependencies import get_access_token
@@ -45,7 +46,11 @@ from ireneo.server.inspect import Inspector
 from ireneo.server.logs import log_event
 from ireneo.server.memories import MemoryRegistry, user_key
 from ireneo.server.settings import Settings
+from ireneo.server.shared_indexer import SharedIndexer
 from ireneo.server.tools import MemoryLease, MemoryTools, Recaller, register_tools
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
 
 log = logging.getLogger("ireneo.server")
 
@@ -67,7 +72,7 @@ class ServerState:
 
     settings: Settings
     registry: MemoryRegistry
-    indexer: Indexer
+    indexer: Indexer | SharedIndexer
     recaller: Recaller
     mcp: FastMCP
     chat: ChatRoutes | None = None
@@ -149,12 +154,22 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
     if problems:
         raise ConfigError("; ".join(problems))
 
+    pool = _database(settings)
     registry = MemoryRegistry(
-        settings.users_dir, capacity=settings.max_open_memories, model=settings.model
+        settings.users_dir, capacity=settings.max_open_memories, model=settings.model, database=pool
     )
-    indexer = Indexer(
-        registry, debounce=settings.index_debounce, concurrency=settings.index_concurrency
-    )
+    indexer: Indexer | SharedIndexer
+    if pool is not None:
+        indexer = SharedIndexer(
+            registry,
+            pool,
+            debounce=settings.index_debounce,
+            concurrency=settings.index_concurrency,
+        )
+    else:
+        indexer = Indexer(
+            registry, debounce=settings.index_debounce, concurrency=settings.index_concurrency
+        )
     recaller = recaller_for(settings)
     clock = clock or utc_now
     expiry = MemoryExpiry(registry, settings.memory_policy, clock, settings.memory_expiry_interval)
@@ -163,12 +178,19 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
 
     @asynccontextmanager
     async def lifespan(server: FastMCP):
-        settings.users_dir.mkdir(parents=True, exist_ok=True)
+        if pool is None:
+            settings.users_dir.mkdir(parents=True, exist_ok=True)
         warm_up = asyncio.get_running_loop().create_task(_load_model(settings.model))
         catch_up = asyncio.get_running_loop().create_task(indexer.catch_up())
         expiring = asyncio.get_running_loop().create_task(expiry.run_forever())
         retaining = asyncio.get_running_loop().create_task(retention.run_forever())
-        log_event(log, "server_start", dev=settings.dev, auth=settings.jwt_algorithm)
+        log_event(
+            log,
+            "server_start",
+            dev=settings.dev,
+            auth=settings.jwt_algorithm,
+            store="postgresql" if pool is not None else "sqlite",
+        )
         try:
             yield {}
         finally:
@@ -178,6 +200,8 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
             retaining.cancel()
             await indexer.stop()
             await asyncio.to_thread(registry.close_all)
+            if pool is not None:
+                await asyncio.to_thread(pool.close)
             log_event(log, "server_stop", index_runs=sum(indexer.runs.values()))
 
     verifier = build_verifier(settings)
@@ -272,7 +296,7 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
 
     @mcp.custom_route("/health", methods=["GET"], include_in_schema=False)
     async def health(request: Request) -> JSONResponse:
-        ready = _home_ready(settings)
+        ready = await asyncio.to_thread(_database_ready, pool) if pool else _home_ready(settings)
         return JSONResponse(
             {"status": "ok" if ready else "unavailable", "indexing": indexer.busy()},
             status_code=200 if ready else 503,
@@ -323,6 +347,35 @@ async def _load_model(name: str | None) -> None:
 def _openapi() -> dict:
     """The OpenAPI description of the plain HTTP routes (/mcp is described by MCP itself)."""
     return json.loads(resources.files("ireneo.resources").joinpath("openapi.json").read_text())
+
+
+def _database(settings: Settings) -> ConnectionPool | None:
+    """The pool every memory shares when the server runs on PostgreSQL (upgrading the schema
+    first when IRENEO_DB_UPGRADE asks, as the owner when IRENEO_DATABASE_OWNER_URL is given)."""
+    if not settings.database_url:
+        return None
+    from ireneo.store import pg_schema
+    from ireneo.store.postgres import SchemaOutdated, open_pool
+
+    try:
+        if settings.db_upgrade:
+            applied = pg_schema.upgrade(
+                settings.database_owner_url or settings.database_url, settings.database_app_role
+            )
+            log_event(log, "db_upgrade", applied=applied)
+        size = settings.recall_concurrency + 2 * settings.index_concurrency + 4
+        return open_pool(settings.database_url, max_size=size)
+    except (pg_schema.SchemaError, SchemaOutdated) as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _database_ready(pool: ConnectionPool) -> bool:
+    try:
+        with pool.connection(timeout=5) as conn:
+            conn.execute("SELECT 1")
+    except Exception:
+        return False
+    return True
 
 
 def _home_ready(settings: Settings) -> bool:

@@ -36,9 +36,19 @@ def _settings(**overrides: object):
     help="Local development: allow a missing or short ingest key and a short token secret "
     "[env IRENEO_DEV=1].",
 )
-def serve(host: str, port: int, home: Path | None, dev: bool) -> None:
-    """Run the HTTP server: POST /turns, /mcp (bearer token), GET /health."""
-    settings = _settings(home=home, dev=True if dev else None)
+@click.option(
+    "--upgrade-db",
+    is_flag=True,
+    default=False,
+    help="With IRENEO_DATABASE_URL: apply missing schema migrations before serving, as "
+    "IRENEO_DATABASE_OWNER_URL's role when set [env IRENEO_DB_UPGRADE=1].",
+)
+def serve(host: str, port: int, home: Path | None, dev: bool, upgrade_db: bool) -> None:
+    """Run the HTTP server: POST /turns, /mcp (bearer token), GET /health.
+
+    Memories are kept under --home, or, with IRENEO_DATABASE_URL, in a PostgreSQL database
+    that many replicas of this server can share (docs/postgres.md)."""
+    settings = _settings(home=home, dev=True if dev else None, db_upgrade=upgrade_db or None)
     problems = settings.problems()
     if problems:
         raise click.ClickException("refusing to start:\n  - " + "\n  - ".join(problems))
@@ -54,7 +64,12 @@ def serve(host: str, port: int, home: Path | None, dev: bool) -> None:
         log_event(log, "dev_mode", level=logging.WARNING, ingest_key_set=bool(settings.ingest_key))
         if not _is_loopback(host):
             log_event(log, "dev_mode_public_address", level=logging.WARNING, host=host)
-    app = create_app(settings)
+    from ireneo.server.app import ConfigError
+
+    try:
+        app = create_app(settings)
+    except ConfigError as exc:
+        raise click.ClickException(f"refusing to start: {exc}") from None
     uvicorn.run(app, host=host, port=port, log_config=None, access_log=False, lifespan="on")
 
 

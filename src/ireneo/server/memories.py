@@ -5,6 +5,9 @@ name never shows the user id. The registry keeps at most `capacity` memories ope
 recently used first out); a memory that is evicted while someone still uses it is closed when
 the last lease ends, and a lease on it meanwhile gets the same object back, so one directory is
 never open twice.
+
+With a PostgreSQL `database` (a connection pool shared by every memory), a user's memory is the
+rows keyed by that same key, and no directory is made.
 """
 
 from __future__ import annotations
@@ -18,8 +21,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ireneo.memory import Memory
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
 
 KEY_CHARS = 24
 _KEY = re.compile(rf"[0-9a-f]{{{KEY_CHARS}}}")
@@ -46,8 +53,10 @@ class MemoryRegistry:
         capacity: int = 64,
         model: str | None = None,
         opener: Callable[..., Memory] = Memory,
+        database: ConnectionPool | None = None,
     ):
         self.users_dir = Path(users_dir)
+        self.database = database
         self.capacity = max(1, capacity)
         self.model = model
         self._opener = opener
@@ -63,10 +72,18 @@ class MemoryRegistry:
         return self.users_dir / key
 
     def exists(self, key: str) -> bool:
+        if self.database is not None:
+            from ireneo.store.postgres import has_memory
+
+            return has_memory(self.database, key)
         return self.path(key).exists()
 
     def keys_on_disk(self) -> list[str]:
-        """Keys of every user who has a memory directory."""
+        """Keys of every user who has a memory (directory, or rows in the database)."""
+        if self.database is not None:
+            from ireneo.store.postgres import users
+
+            return users(self.database)
         try:
             return sorted(p.name for p in self.users_dir.iterdir() if _KEY.fullmatch(p.name))
         except FileNotFoundError:
@@ -124,7 +141,8 @@ class MemoryRegistry:
 
     # -- internals ------------------------------------------------------------------------
     def _acquire(self, key: str, create: bool) -> _Entry | None:
-        path = self.path(key)
+        # a key names rows in the database (any the store holds) or a directory (checked)
+        path = self.path(key) if self.database is None else None
         evicted: list[_Entry] = []
         with self._lock:
             entry = self._open.get(key)
@@ -133,17 +151,21 @@ class MemoryRegistry:
                 entry.retired = False
                 self._open[key] = entry
             if entry is None:
-                if not create and not path.exists():
+                if not create and not self.exists(key):
                     return None
-                created = create and not path.exists()
-                if create:
-                    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-                try:
-                    memory = self._opener(path, model=self.model)
-                except BaseException:
-                    if created:  # a full disk: leave no empty memory behind (nothing was in it)
-                        shutil.rmtree(path, ignore_errors=True)
-                    raise
+                if self.database is not None:
+                    memory = self._opener(database=self.database, user=key, model=self.model)
+                else:
+                    assert path is not None
+                    created = create and not path.exists()
+                    if create:
+                        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+                    try:
+                        memory = self._opener(path, model=self.model)
+                    except BaseException:
+                        if created:  # a full disk: leave no empty memory behind
+                            shutil.rmtree(path, ignore_errors=True)
+                        raise
                 self.opened += 1
                 entry = _Entry(key, memory)
                 self._open[key] = entry

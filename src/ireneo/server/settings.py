@@ -37,6 +37,9 @@ class Settings:
     jwt_issuer: str | None = None
     jwt_audience: str | None = None
     database_url: str | None = field(default=None, repr=False)
+    database_owner_url: str | None = field(default=None, repr=False)  # for db upgrades only
+    database_app_role: str = "ireneo_app"
+    db_upgrade: bool = False  # apply missing migrations at start (IRENEO_DB_UPGRADE=1)
     model: str | None = None
     max_body_bytes: int = 1024 * 1024
     index_debounce: float = 1.0
@@ -98,6 +101,9 @@ class Settings:
             "jwt_issuer": text("IRENEO_JWT_ISSUER"),
             "jwt_audience": text("IRENEO_JWT_AUDIENCE"),
             "database_url": text("IRENEO_DATABASE_URL"),
+            "database_owner_url": text("IRENEO_DATABASE_OWNER_URL"),
+            "database_app_role": text("IRENEO_DATABASE_APP_ROLE") or cls.database_app_role,
+            "db_upgrade": (text("IRENEO_DB_UPGRADE") or "0").lower() in ("1", "true", "yes", "on"),
             "model": text("IRENEO_MODEL"),
             "max_body_bytes": number("IRENEO_MAX_BODY_BYTES", int, cls.max_body_bytes),
             "index_debounce": number("IRENEO_INDEX_DEBOUNCE", float, cls.index_debounce),
@@ -162,11 +168,11 @@ class Settings:
     def problems(self) -> list[str]:
         """Why the HTTP server must not start with these settings (empty: it may)."""
         out: list[str] = []
-        if self.database_url:
-            out.append(
-                "IRENEO_DATABASE_URL is set, but this server serves embedded memories "
-                "(IRENEO_HOME) only so far; unset it"
-            )
+        url = self.database_url or ""
+        if "://" in url and not url.startswith(("postgresql://", "postgres://")):
+            out.append("IRENEO_DATABASE_URL must be a postgresql:// URL (or libpq key=value)")
+        if self.db_upgrade and not self.database_url:
+            out.append("IRENEO_DB_UPGRADE is set without IRENEO_DATABASE_URL: nothing to upgrade")
         if not self.ingest_key:
             if not self.dev:
                 out.append(

@@ -8,7 +8,6 @@ Vectors are stored as float32 little-endian blobs, one per passage.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import secrets
 import sqlite3
@@ -21,7 +20,7 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from ireneo.errors import StorageFull
-from ireneo.model import Block, SessionSummary, Turn, format_ts, parse_ts
+from ireneo.model import SessionSummary, Turn, format_ts, parse_ts
 from ireneo.store.base import (
     AuditEntry,
     Filters,
@@ -39,6 +38,11 @@ from ireneo.store.base import (
     TermStats,
     conversation_digest,
 )
+from ireneo.store.rows import blocks as _blocks
+from ireneo.store.rows import blocks_json as _blocks_json
+from ireneo.store.rows import digit_terms as _digit_terms
+from ireneo.store.rows import first_words as _first_words
+from ireneo.store.rows import session_ref as _ref
 
 DB_NAME = "memory.db"
 _BLAS = ThreadpoolController()
@@ -925,23 +929,6 @@ def _turn(row: tuple) -> Turn:
     )
 
 
-def _blocks_json(blocks: tuple[Block, ...]) -> str:
-    return json.dumps([[b.block_type, b.text, b.tool_name] for b in blocks], ensure_ascii=False)
-
-
-def _blocks(value: str) -> tuple[Block, ...]:
-    return tuple(Block(kind, text, tool) for kind, text, tool in json.loads(value))
-
-
-def _first_words(blocks: str, limit: int = 80) -> str:
-    text = " ".join(" ".join(b.text.split()) for b in _blocks(blocks) if b.block_type == "text")
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def _ref(salt: str, session_id: str) -> str:
-    return hashlib.sha256(f"{salt}:{session_id}".encode()).hexdigest()[:12]
-
-
 def _match(terms: list[str]) -> str:
     """An FTS5 query matching any of the terms; each is quoted, so nothing in it is syntax."""
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
@@ -1015,10 +1002,6 @@ def _near_duplicate(
         if stored is not None and _digit_terms(stored[0]) == keys:
             return rows[i][0], float(scores[i])
     return None
-
-
-def _digit_terms(terms: str) -> set[str]:
-    return {term for term in terms.split() if any(c.isdigit() for c in term)}
 
 
 def _write_memory_tags(db: sqlite3.Connection, rowid: int, tags: tuple[str, ...]) -> None:

@@ -1,0 +1,84 @@
+"""Recall latency and store throughput of the two stores at a history size, in one run.
+
+    python bench/store_latency.py --conversations 10000 --database-url postgresql://…
+
+Builds the same synthetic history (ireneo.bench.generate) in an embedded SQLite memory and as a
+user of a PostgreSQL database (schema upgraded; the URL is the server's role). Turns are stored
+with the Python API in batches of one conversation, as the server's ingest does; the vectors are
+random unit vectors, put as the indexer puts them, so that the cost measured is the store's and
+not the embedder's (accuracy is `ireneo bench --database-url`'s job). Then the benchmark's
+questions (short and long forms) are recalled one after another, warm, with the real query
+embedder. Prints one JSON document: turns stored per second, recall p50/p95 in milliseconds and
+the time of the first recall (which loads the user's vectors), for each store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from itertools import groupby
+from pathlib import Path
+
+import numpy as np
+
+from ireneo import Memory
+from ireneo.bench.generate import generate
+
+
+def measure(memory: Memory, history, seed: int) -> dict[str, float]:
+    conversations = [list(t) for _, t in groupby(history.turns, key=lambda t: t.session_id)]
+    started = time.perf_counter()
+    for turns in conversations:
+        memory.store_turns(turns)
+    store_s = time.perf_counter() - started
+    rng = np.random.default_rng(seed)
+    memory.store.set_meta("model", memory.embedder.name)
+    dim = len(memory.embedder.embed_query("dimension"))
+    while batch := memory.store.pending_passages(1024):
+        vectors = rng.standard_normal((len(batch), dim)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        memory.store.put_vectors([pid for pid, _ in batch], vectors)
+    queries = [q for question in history.questions for q in (question.short, question.long)]
+    started = time.perf_counter()
+    memory.recall(queries[0], k=8)
+    first_ms = (time.perf_counter() - started) * 1000
+    times = []
+    for query in queries:
+        started = time.perf_counter()
+        memory.recall(query, k=8)
+        times.append((time.perf_counter() - started) * 1000)
+    return {
+        "turns": len(history.turns),
+        "store_turns_per_s": len(history.turns) / store_s,
+        "first_recall_ms": first_ms,
+        "recall_p50_ms": statistics.median(times),
+        "recall_p95_ms": statistics.quantiles(times, n=20)[-1],
+        "recalls": len(times),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--conversations", type=int, default=10_000)
+    parser.add_argument("--questions", type=int, default=100)
+    parser.add_argument("--database-url", required=True)
+    args = parser.parse_args()
+    history = generate(args.conversations, lang="en", family="A", seed=0, questions=args.questions)
+    out: dict = {"conversations": args.conversations}
+    with tempfile.TemporaryDirectory(prefix="ireneo-store-latency-") as scratch:
+        with Memory(Path(scratch) / "home") as memory:
+            out["sqlite"] = measure(memory, history, 0)
+        user = f"store-latency-{uuid.uuid4().hex[:8]}"
+        with Memory(database=args.database_url, user=user) as memory:
+            out["postgresql"] = measure(memory, history, 0)
+    json.dump(out, sys.stdout, indent=1)
+    print()
+
+
+if __name__ == "__main__":
+    main()

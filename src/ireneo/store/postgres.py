@@ -1,0 +1,828 @@
+"""The PostgreSQL store: every user's memory in one database, isolated by Row-Level Security.
+
+A `PostgresStore` is one user's memory, like a SQLite file; many of them share one connection
+pool. Each method is one transaction that first sets `app.user_id` (with `set_config(..., true)`,
+so it ends with the transaction and is safe behind a transaction pooler), and every statement
+also names the user, so a distributed PostgreSQL can route it to the user's shard. The schema and
+its policies are in pg_schema.py.
+
+Search: the passages' analysed terms are kept in an inverted index (`passage_terms`); lexical
+candidates are ranked by BM25 in SQL from the per-user statistics that triggers keep in
+`term_df` and `corpus` (pg_schema.py says why not a GIN index). Dense search is exact, as in the embedded store, over a float32 matrix of
+the user's vectors kept in memory and brought up to date from counters in `corpus` (measured at
+60,000 vectors of 384 dimensions: numpy ~3-20 ms against ~70-105 ms for pgvector's exact
+`ORDER BY embedding <#> query`; an approximate index over every user's vectors loses rows under a
+user filter). Vectors are pgvector `vector`s, normalised (inner product = cosine).
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg.types import TypeInfo
+from psycopg_pool import ConnectionPool
+from threadpoolctl import ThreadpoolController
+
+from ireneo.model import SessionSummary, Turn
+from ireneo.store import pg_schema
+from ireneo.store.base import (
+    Filters,
+    MemoryDraft,
+    MemoryFilter,
+    MemoryRecord,
+    MemoryWrite,
+    NearPassage,
+    PassageDraft,
+    SourceState,
+    Status,
+    Store,
+    StoreResult,
+    TermStats,
+)
+from ireneo.store.rows import blocks, blocks_json, digit_terms, first_words, session_ref
+
+# Set first in every transaction: the user the policies admit, and where the tables are.
+_SCOPE = (
+    "SELECT set_config('app.user_id', %s, true), "
+    f"set_config('search_path', '{pg_schema.SCHEMA}, public', true), "
+    "set_config('TimeZone', 'UTC', true)"
+)
+BM25_K1, BM25_B = 1.2, 0.75
+_BLAS = ThreadpoolController()
+
+
+class SchemaOutdated(RuntimeError):
+    """The database's schema is older (or newer) than this ireneo."""
+
+
+def open_pool(url: str, *, max_size: int = 8) -> ConnectionPool:
+    """A pool of connections to `url`, checked to hold the schema this ireneo expects."""
+    pool = ConnectionPool(
+        url,
+        min_size=1,
+        max_size=max(1, max_size),
+        # no server-side prepared statements: a generic plan cannot know whose rows it reads,
+        # and transaction-mode poolers do not keep them
+        kwargs={"autocommit": True, "prepare_threshold": None},
+        configure=_configure,
+        open=False,
+        name="ireneo",
+    )
+    pool.open(wait=True, timeout=30)
+    try:
+        with pool.connection() as conn:
+            version = pg_schema.current_version(conn)
+    except BaseException:
+        pool.close()
+        raise
+    if version != pg_schema.latest_version():
+        pool.close()
+        raise SchemaOutdated(
+            f"the database's ireneo schema is version {version}, this ireneo needs "
+            f"{pg_schema.latest_version()}: run `ireneo db upgrade` as the tables' owner"
+        )
+    return pool
+
+
+def _configure(conn: psycopg.Connection) -> None:
+    """pgvector's types on a new connection; a database without the extension is reported by
+    the schema check, not by a pool that cannot connect."""
+    if TypeInfo.fetch(conn, "vector") is not None:
+        register_vector(conn)
+
+
+def users(pool: ConnectionPool) -> list[str]:
+    """Every user that has a memory in the database."""
+    with pool.connection() as conn:
+        rows = conn.execute(f"SELECT user_id FROM {pg_schema.SCHEMA}.users ORDER BY 1").fetchall()
+    return [user for (user,) in rows]
+
+
+def has_memory(pool: ConnectionPool, user: str) -> bool:
+    with pool.connection() as conn:
+        row = conn.execute(
+            f"SELECT 1 FROM {pg_schema.SCHEMA}.users WHERE user_id = %s", (user,)
+        ).fetchone()
+    return row is not None
+
+
+class PostgresStore(Store):
+    """One user's memory in a shared PostgreSQL database.
+
+    `database`: a `postgresql://` URL (the store opens and closes its own pool) or a pool shared
+    with other stores (left open on close). `user`: the key every row of this memory carries.
+    """
+
+    def __init__(self, database: str | ConnectionPool, user: str):
+        if not user:
+            raise ValueError("a PostgreSQL memory needs a user")
+        self.user = user
+        self._owns_pool = isinstance(database, str)
+        self._pool = open_pool(database, max_size=2) if isinstance(database, str) else database
+        self._vector_lock = threading.Lock()
+        self._ids = np.zeros(0, dtype=np.int64)
+        self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._vector_deletes = -1
+        with self._transaction() as cur:
+            cur.execute("INSERT INTO users VALUES (%s) ON CONFLICT DO NOTHING", (self.user,))
+            cur.execute(
+                "INSERT INTO meta VALUES (%s, 'ref_salt', %s) ON CONFLICT DO NOTHING",
+                (self.user, secrets.token_hex(16)),
+            )
+
+    @contextmanager
+    def _transaction(self) -> Iterator[psycopg.Cursor]:
+        with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.execute(_SCOPE, (self.user,))
+            yield cur
+
+    def _one(self, query: str, params: tuple | dict) -> tuple | None:
+        with self._transaction() as cur:
+            return cur.execute(query, params).fetchone()  # type: ignore[arg-type]
+
+    def _all(self, query: str, params: tuple | dict) -> list[tuple]:
+        with self._transaction() as cur:
+            return cur.execute(query, params).fetchall()  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        if self._owns_pool:
+            self._pool.close()
+
+    # -- metadata -------------------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        row = self._one("SELECT value FROM meta WHERE user_id = %s AND key = %s", (self.user, key))
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._transaction() as cur:
+            cur.execute(
+                "INSERT INTO meta VALUES (%s, %s, %s) "
+                "ON CONFLICT (user_id, key) DO UPDATE SET value = excluded.value",
+                (self.user, key, value),
+            )
+
+    # -- writes -----------------------------------------------------------------------------------
+    def turn_hashes(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        if not keys:
+            return {}
+        rows = self._all(
+            "SELECT t.session_id, t.turn_uuid, t.content_hash FROM turns t "
+            "JOIN unnest(%s::text[], %s::text[]) AS k(session_id, turn_uuid) "
+            "ON t.session_id = k.session_id AND t.turn_uuid = k.turn_uuid WHERE t.user_id = %s",
+            ([k[0] for k in keys], [k[1] for k in keys], self.user),
+        )
+        return {(sid, uuid): digest for sid, uuid, digest in rows}
+
+    def write_turns(
+        self,
+        turns: list[tuple[Turn, str, list[PassageDraft]]],
+        source: SourceState | None = None,
+    ) -> StoreResult:
+        result = StoreResult()
+        with self._transaction() as cur:
+            # One writer of a user's turns at a time (as in SQLite): two replicas storing the
+            # same new turn would otherwise both insert it.
+            cur.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended('ireneo-turns:' || %s, 0))",
+                (self.user,),
+            )
+            stored = {
+                (sid, uuid): (turn_id, digest)
+                for sid, uuid, turn_id, digest in cur.execute(
+                    "SELECT t.session_id, t.turn_uuid, t.id, t.content_hash FROM turns t "
+                    "JOIN unnest(%s::text[], %s::text[]) AS k(session_id, turn_uuid) "
+                    "ON t.session_id = k.session_id AND t.turn_uuid = k.turn_uuid "
+                    "WHERE t.user_id = %s FOR UPDATE OF t",
+                    (
+                        [t.session_id for t, _, _ in turns],
+                        [t.turn_uuid for t, _, _ in turns],
+                        self.user,
+                    ),
+                )
+            }
+            # What each key ends as: a key given twice counts like two writes in a row.
+            new: dict[tuple[str, str], tuple[Turn, str, list[PassageDraft]]] = {}
+            changed: dict[tuple[str, str], tuple[Turn, str, list[PassageDraft]]] = {}
+            for turn, digest, passages in turns:
+                key = (turn.session_id, turn.turn_uuid)
+                before = new.get(key) or changed.get(key)
+                old_digest = before[1] if before else stored[key][1] if key in stored else None
+                if old_digest == digest:
+                    result.unchanged += 1
+                elif old_digest is None:
+                    new[key] = (turn, digest, passages)
+                    result.added += 1
+                else:
+                    (new if key in new else changed)[key] = (turn, digest, passages)
+                    result.replaced += 1
+            if new:
+                salt = self._salt(cur)
+                sessions = sorted({t.session_id for t, _, _ in new.values()})
+                cur.execute(
+                    "INSERT INTO sessions SELECT %s, s, r FROM unnest(%s::text[], %s::text[]) "
+                    "AS x(s, r) ON CONFLICT DO NOTHING",
+                    (self.user, sessions, [session_ref(salt, s) for s in sessions]),
+                )
+                cur.execute(
+                    "INSERT INTO turns (user_id, session_id, turn_uuid, seq, ts, role, harness, "
+                    "blocks, content_hash) SELECT %s, x.* FROM unnest(%s::text[], %s::text[], "
+                    "%s::int[], %s::timestamptz[], %s::text[], %s::text[], %s::text[], %s::text[]) "
+                    "AS x",
+                    (self.user, *_turn_columns(list(new.values()), with_key=True)),
+                )
+            if changed:
+                cur.execute(
+                    "DELETE FROM passages WHERE user_id = %s AND turn_id = ANY(%s::bigint[])",
+                    (self.user, [stored[key][0] for key in changed]),
+                )
+                cur.execute(
+                    "UPDATE turns t SET seq = x.seq, ts = x.ts, role = x.role, harness = x.harness, "
+                    "blocks = x.blocks, content_hash = x.content_hash FROM unnest(%s::bigint[], "
+                    "%s::int[], %s::timestamptz[], %s::text[], %s::text[], %s::text[], %s::text[]) "
+                    "AS x(id, seq, ts, role, harness, blocks, content_hash) "
+                    "WHERE t.user_id = %s AND t.id = x.id",
+                    (
+                        [stored[key][0] for key in changed],
+                        *_turn_columns(list(changed.values()), with_key=False),
+                        self.user,
+                    ),
+                )
+            drafts = [
+                (turn.session_id, turn.turn_uuid, p.block_type, p.text, p.terms)
+                for turn, _, passages in [*new.values(), *changed.values()]
+                for p in passages
+            ]
+            if drafts:
+                cur.execute(
+                    "INSERT INTO passages (user_id, turn_id, block_type, text, terms) "
+                    "SELECT %s, t.id, x.block_type, x.text, x.terms FROM unnest(%s::text[], "
+                    "%s::text[], %s::text[], %s::text[], %s::text[]) WITH ORDINALITY "
+                    "AS x(session_id, turn_uuid, block_type, text, terms, n) "
+                    "JOIN turns t ON t.user_id = %s AND t.session_id = x.session_id "
+                    "AND t.turn_uuid = x.turn_uuid ORDER BY x.n",
+                    (self.user, *map(list, zip(*drafts, strict=True)), self.user),
+                )
+            if source is not None:
+                cur.execute(
+                    "INSERT INTO sources VALUES (%s, %s, %s, %s, %s, now()) "
+                    "ON CONFLICT (user_id, path) DO UPDATE SET size = excluded.size, "
+                    "mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256, indexed_at = now()",
+                    (self.user, source.path, source.size, source.mtime_ns, source.sha256),
+                )
+            if result.added or result.replaced:
+                cur.execute(
+                    "INSERT INTO meta VALUES (%s, 'last_written', %s) "
+                    "ON CONFLICT (user_id, key) DO UPDATE SET value = excluded.value",
+                    (self.user, _format(datetime.now(UTC))),
+                )
+        return result
+
+    def _salt(self, cur: psycopg.Cursor) -> str:
+        row = cur.execute(
+            "SELECT value FROM meta WHERE user_id = %s AND key = 'ref_salt'", (self.user,)
+        ).fetchone()
+        return row[0] if row else ""
+
+    def source_state(self, path: str) -> SourceState | None:
+        row = self._one(
+            "SELECT path, size, mtime_ns, sha256 FROM sources WHERE user_id = %s AND path = %s",
+            (self.user, path),
+        )
+        return SourceState(*row) if row else None
+
+    def pending_passages(self, limit: int) -> list[tuple[int, str]]:
+        return self._all(
+            "SELECT id, text FROM passages WHERE user_id = %s AND embedding IS NULL "
+            "ORDER BY id LIMIT %s",
+            (self.user, limit),
+        )
+
+    def count_pending(self) -> int:
+        row = self._one(
+            "SELECT count(*) FROM passages WHERE user_id = %s AND embedding IS NULL", (self.user,)
+        )
+        return int(row[0]) if row else 0
+
+    def put_vectors(self, passage_ids: list[int], vectors: np.ndarray) -> None:
+        matrix = np.ascontiguousarray(vectors, dtype=np.float32)
+        with self._transaction() as cur:
+            # A passage's text never changes (an edit makes new passages), nor its vector.
+            cur.executemany(
+                "UPDATE passages SET embedding = %s "
+                "WHERE user_id = %s AND id = %s AND embedding IS NULL",
+                [(matrix[i], self.user, pid) for i, pid in enumerate(passage_ids)],
+            )
+            cur.execute(
+                "UPDATE corpus SET vectors = vectors + %s WHERE user_id = %s",
+                (max(cur.rowcount, 0), self.user),
+            )
+
+    def drop_vectors(self) -> None:
+        with self._transaction() as cur:
+            cur.execute("UPDATE passages SET embedding = NULL WHERE user_id = %s", (self.user,))
+            cur.execute(
+                "UPDATE corpus SET vectors = 0, vector_deletes = vector_deletes + 1 "
+                "WHERE user_id = %s",
+                (self.user,),
+            )
+
+    # -- search candidates ---------------------------------------------------------------------------
+    def lexical_search(
+        self, terms: list[str], limit: int, filters: Filters
+    ) -> list[tuple[int, float]]:
+        if not terms:
+            return []
+        where, params = _filter_sql(filters)
+        return self._all(
+            "WITH c AS (SELECT terms::float8 / greatest(passages, 1) AS avg_len, passages "
+            "FROM corpus WHERE user_id = %(u)s), "
+            "q AS MATERIALIZED (SELECT d.term, "
+            "ln(1 + (c.passages - d.docs + 0.5)::float8 / (d.docs + 0.5)) AS idf "
+            "FROM term_df d, c WHERE d.user_id = %(u)s AND d.term = ANY(%(terms)s::text[])) "
+            "SELECT pt.passage_id, sum(q.idf * pt.tf * (%(k1)s + 1) / (pt.tf + %(k1)s * "
+            "(1 - %(b)s + %(b)s * pt.length / greatest(c.avg_len, 1)))) AS score "
+            # each term's postings looked up on their own (OFFSET 0 keeps the planner from
+            # flattening it): an index range whatever the planner believes about a user it has
+            # no statistics for yet (flattened, a fresh bulk load got a plan of minutes)
+            "FROM q CROSS JOIN LATERAL (SELECT passage_id, tf, length FROM passage_terms "
+            "WHERE user_id = %(u)s AND term = q.term OFFSET 0) pt CROSS JOIN c "
+            + (
+                "JOIN passages p ON p.user_id = %(u)s AND p.id = pt.passage_id "
+                "JOIN turns t ON t.user_id = p.user_id AND t.id = p.turn_id "
+                f"WHERE {where} "
+                if where
+                else ""
+            )
+            + "GROUP BY pt.passage_id ORDER BY score DESC, pt.passage_id LIMIT %(limit)s",
+            {"u": self.user, "terms": terms, "limit": limit, "k1": BM25_K1, "b": BM25_B, **params},
+        )
+
+    def term_stats(self, terms: list[str]) -> TermStats:
+        with self._transaction() as cur:
+            row = cur.execute(
+                "SELECT passages, terms FROM corpus WHERE user_id = %s", (self.user,)
+            ).fetchone()
+            df = dict(
+                cur.execute(
+                    "SELECT term, docs FROM term_df WHERE user_id = %s AND term = ANY(%s::text[]) "
+                    "AND docs > 0",
+                    (self.user, terms),
+                ).fetchall()
+            )
+        passages, total = row if row else (0, 0)
+        return TermStats(passages, total / passages if passages else 0.0, df)
+
+    def passages_near(self, passage_ids: list[int], reach: int) -> list[NearPassage]:
+        if not passage_ids:
+            return []
+        with self._transaction() as cur:
+            seeds = cur.execute(
+                "SELECT DISTINCT t.session_id, t.seq FROM passages p JOIN turns t "
+                "ON t.user_id = p.user_id AND t.id = p.turn_id "
+                "WHERE p.user_id = %s AND p.id = ANY(%s::bigint[])",
+                (self.user, list(passage_ids)),
+            ).fetchall()
+            # the turns around each seed, named one by one: plain index lookups whatever the
+            # planner believes about a user it has no statistics for yet
+            near = sorted(
+                {(sid, seq + d) for sid, seq in seeds for d in range(-reach, reach + 1)}
+            )
+            rows = cur.execute(
+                "SELECT p.id, t.session_id, t.seq, t.ts, t.role, p.block_type, p.terms "
+                "FROM unnest(%s::text[], %s::int[]) AS k(session_id, seq) "
+                "JOIN turns t ON t.user_id = %s AND t.session_id = k.session_id AND t.seq = k.seq "
+                "JOIN passages p ON p.user_id = t.user_id AND p.turn_id = t.id",
+                ([sid for sid, _ in near], [seq for _, seq in near], self.user),
+            ).fetchall()
+        return [
+            NearPassage(pid, sid, seq, _utc(ts), role, kind, terms)
+            for pid, sid, seq, ts, role, kind, terms in rows
+        ]
+
+    def dense_search(
+        self, query: np.ndarray, limit: int, filters: Filters
+    ) -> list[tuple[int, float]]:
+        ids, matrix = self._vectors()
+        if len(ids) == 0:
+            return []
+        # memory-bound mat-vec: a second BLAS thread only spins (see the embedded store)
+        with _BLAS.limit(limits=1, user_api="blas"):
+            scores = matrix @ _vector(query)
+        if not filters.empty:
+            scores = np.where(np.isin(ids, self._filtered_passage_ids(filters)), scores, -np.inf)
+        limit = min(limit, len(ids))
+        top = np.argpartition(-scores, limit - 1)[:limit]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(int(ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
+
+    def dense_scores(self, query: np.ndarray, passage_ids: list[int]) -> dict[int, float]:
+        ids, matrix = self._vectors()
+        positions = np.searchsorted(ids, passage_ids)
+        out = {}
+        for pid, pos in zip(passage_ids, positions, strict=True):
+            if pos < len(ids) and ids[pos] == pid:
+                out[pid] = float(matrix[pos] @ query)
+        return out
+
+    def _vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """This replica's copy of the user's vectors, sorted by passage id, brought up to date.
+
+        `corpus.vectors` counts the user's vectors and `corpus.vector_deletes` their deletions:
+        after a deletion everything is read again; else the rows after the last id held. Ids
+        come from a sequence but commit in any order, so a count still short after that read
+        means an older id landed late: everything is read again.
+        """
+        with self._vector_lock:
+            row = self._one(
+                "SELECT vectors, vector_deletes FROM corpus WHERE user_id = %s", (self.user,)
+            )
+            count, deletes = row if row else (0, 0)
+            if deletes != self._vector_deletes:
+                self._ids = np.zeros(0, dtype=np.int64)
+                self._matrix = np.zeros((0, 0), dtype=np.float32)
+                self._vector_deletes = deletes
+            if count != len(self._ids):
+                last = int(self._ids[-1]) if len(self._ids) else 0
+                ids, matrix = self._read_vectors(last)
+                if len(ids):
+                    self._ids = np.concatenate([self._ids, ids])
+                    self._matrix = (
+                        matrix if len(self._matrix) == 0 else np.vstack([self._matrix, matrix])
+                    )
+                if len(self._ids) != count:
+                    self._ids, self._matrix = self._read_vectors(0)
+            return self._ids, self._matrix
+
+    def _read_vectors(self, after: int) -> tuple[np.ndarray, np.ndarray]:
+        with (
+            self._pool.connection() as conn,
+            conn.transaction(),
+            conn.cursor(binary=True) as cur,
+        ):
+            cur.execute(_SCOPE, (self.user,))
+            cur.execute(
+                "SELECT id, embedding FROM passages WHERE user_id = %s AND id > %s "
+                "AND embedding IS NOT NULL ORDER BY id",
+                (self.user, after),
+            )
+            rows = cur.fetchall()
+        if not rows:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+        ids = np.fromiter((pid for pid, _ in rows), dtype=np.int64, count=len(rows))
+        return ids, np.vstack([vector.to_numpy() for _, vector in rows])
+
+    def _filtered_passage_ids(self, filters: Filters) -> np.ndarray:
+        where, params = _filter_sql(filters)
+        rows = self._all(
+            "SELECT p.id FROM passages p JOIN turns t ON t.user_id = p.user_id "
+            f"AND t.id = p.turn_id WHERE p.user_id = %(u)s AND {where}",
+            {"u": self.user, **params},
+        )
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    # -- reads ------------------------------------------------------------------------------------------
+    def get_turns(self, session_id: str, from_seq: int | None, to_seq: int | None) -> list[Turn]:
+        lo = -1 if from_seq is None else from_seq
+        hi = 2**31 - 1 if to_seq is None else min(to_seq, 2**31 - 1)
+        rows = self._all(
+            "SELECT session_id, turn_uuid, seq, ts, role, harness, blocks FROM turns "
+            "WHERE user_id = %s AND session_id = %s AND seq BETWEEN %s AND %s ORDER BY seq, id",
+            (self.user, session_id, max(lo, -(2**31)), hi),
+        )
+        return [
+            Turn(sid, uuid, seq, _utc(ts), role, harness, blocks(value))
+            for sid, uuid, seq, ts, role, harness, value in rows
+        ]
+
+    def sessions(self, since: datetime | None, until: datetime | None) -> list[SessionSummary]:
+        where, params = _filter_sql(Filters(since=since, until=until))
+        rows = self._all(
+            "SELECT t.session_id, min(t.ts), max(t.ts), count(*), "
+            "(SELECT f.blocks FROM turns f WHERE f.user_id = %(u)s "
+            "AND f.session_id = t.session_id ORDER BY f.seq LIMIT 1) "
+            "FROM turns t WHERE t.user_id = %(u)s "
+            + (f"AND {where} " if where else "")
+            + "GROUP BY t.session_id ORDER BY min(t.ts), t.session_id",
+            {"u": self.user, **params},
+        )
+        return [
+            SessionSummary(sid, _utc(first), _utc(last), count, first_words(value))
+            for sid, first, last, count, value in rows
+        ]
+
+    def session_ref(self, session_id: str) -> str | None:
+        row = self._one(
+            "SELECT ref FROM sessions WHERE user_id = %s AND session_id = %s",
+            (self.user, session_id),
+        )
+        return row[0] if row else None
+
+    def resolve_ref(self, ref: str) -> str | None:
+        row = self._one(
+            "SELECT session_id FROM sessions WHERE user_id = %s AND ref = %s", (self.user, ref)
+        )
+        return row[0] if row else None
+
+    def is_empty(self) -> bool:
+        return self._one("SELECT 1 FROM turns WHERE user_id = %s LIMIT 1", (self.user,)) is None
+
+    def status(self) -> Status:
+        with self._transaction() as cur:
+            turns, sessions, turn_bytes = cur.execute(
+                "SELECT count(*), count(DISTINCT session_id), coalesce(sum(pg_column_size(t.*)), 0) "
+                "FROM turns t WHERE user_id = %s",
+                (self.user,),
+            ).fetchone()  # type: ignore[misc]
+            passages, embedded, passage_bytes = cur.execute(
+                "SELECT count(*), count(embedding), coalesce(sum(pg_column_size(p.*)), 0) "
+                "FROM passages p WHERE user_id = %s",
+                (self.user,),
+            ).fetchone()  # type: ignore[misc]
+            meta = dict(
+                cur.execute(
+                    "SELECT key, value FROM meta WHERE user_id = %s "
+                    "AND key IN ('model', 'last_written')",
+                    (self.user,),
+                ).fetchall()
+            )
+        return Status(
+            turns,
+            sessions,
+            passages,
+            embedded,
+            meta.get("model"),
+            int(turn_bytes + passage_bytes),
+            meta.get("last_written"),
+            {"store": "postgresql"},
+        )
+
+    # -- explicit memories --------------------------------------------------------------------------
+    def memory_write(
+        self, draft: MemoryDraft, vector: np.ndarray, model: str, dedup: float, now: datetime
+    ) -> MemoryWrite:
+        when, query = _second(now), _vector(vector)
+        with self._transaction() as cur:
+            # One writer of a user's memories at a time, so two near-duplicates cannot both land.
+            cur.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended('ireneo-memories:' || %s, 0))",
+                (self.user,),
+            )
+            keys = digit_terms(draft.terms)
+            near = next(
+                (
+                    row
+                    for row in cur.execute(
+                        "SELECT id, memory_id, terms, updates, tags FROM memories "
+                        "WHERE user_id = %s AND model = %s AND -(embedding <#> %s) >= %s "
+                        "ORDER BY embedding <#> %s, id",
+                        (self.user, model, query, dedup, query),
+                    ).fetchall()
+                    if digit_terms(row[2]) == keys
+                ),
+                None,
+            )
+            if near is not None:
+                rowid, memory_id, _, updates, old_tags = near
+                cur.execute(
+                    "UPDATE memories SET content = %s, terms = %s, tags = %s, "
+                    "importance = greatest(importance, %s), source = coalesce(%s, source), "
+                    "updated_at = %s, updates = updates + 1, model = %s, embedding = %s "
+                    "WHERE user_id = %s AND id = %s",
+                    (
+                        draft.content,
+                        draft.terms,
+                        list(dict.fromkeys([*old_tags, *draft.tags])),
+                        draft.importance,
+                        draft.source,
+                        when,
+                        model,
+                        query,
+                        self.user,
+                        rowid,
+                    ),
+                )
+                return MemoryWrite(memory_id, False, updates + 1)
+            memory_id = "mem-" + secrets.token_hex(6)
+            cur.execute(
+                "INSERT INTO memories (user_id, memory_id, content, terms, tags, importance, "
+                "source, created_at, updated_at, model, embedding) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (
+                    self.user,
+                    memory_id,
+                    draft.content,
+                    draft.terms,
+                    list(draft.tags),
+                    draft.importance,
+                    draft.source,
+                    when,
+                    when,
+                    model,
+                    query,
+                ),
+            )
+            return MemoryWrite(memory_id, True, 0)
+
+    def memory_records(self, memory_ids: list[str] | None = None) -> list[MemoryRecord]:
+        if memory_ids is not None and not memory_ids:
+            return []
+        rows = self._all(
+            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE user_id = %s "
+            "AND (%s::text[] IS NULL OR memory_id = ANY(%s::text[])) "
+            "ORDER BY updated_at DESC, id DESC",
+            (self.user, memory_ids, memory_ids),
+        )
+        return [_memory(row) for row in rows]
+
+    def memory_delete(self, memory_id: str) -> bool:
+        with self._transaction() as cur:
+            cur.execute(
+                "DELETE FROM memories WHERE user_id = %s AND memory_id = %s",
+                (self.user, memory_id),
+            )
+            return cur.rowcount > 0
+
+    def memory_count(self) -> int:
+        row = self._one("SELECT count(*) FROM memories WHERE user_id = %s", (self.user,))
+        return int(row[0]) if row else 0
+
+    def memory_term_stats(self, terms: list[str]) -> TermStats:
+        with self._transaction() as cur:
+            count, total = cur.execute(
+                "SELECT count(*), coalesce(sum(cardinality(lexemes)), 0) FROM memories "
+                "WHERE user_id = %s",
+                (self.user,),
+            ).fetchone()  # type: ignore[misc]
+            df = dict(
+                cur.execute(
+                    "SELECT l.term, count(*) FROM memories m CROSS JOIN LATERAL "
+                    "(SELECT DISTINCT unnest(m.lexemes) AS term) l WHERE m.user_id = %s "
+                    "AND m.lexemes && %s::text[] AND l.term = ANY(%s::text[]) GROUP BY l.term",
+                    (self.user, terms, terms),
+                ).fetchall()
+            )
+        return TermStats(count, total / count if count else 0.0, df)
+
+    def memory_lexical_search(
+        self, terms: list[str], limit: int, filters: MemoryFilter
+    ) -> list[tuple[str, float]]:
+        if not terms:
+            return []
+        where, params = _memory_filter_sql(filters)
+        # Ranked by how many of the terms a memory holds: search.py-like scoring is memories.py's.
+        return self._all(
+            "SELECT m.memory_id, (SELECT count(DISTINCT l) FROM unnest(m.lexemes) AS l "
+            "WHERE l = ANY(%(terms)s::text[]))::float8 AS score FROM memories m "
+            "WHERE m.user_id = %(u)s AND m.lexemes && %(terms)s::text[] "
+            + (f"AND {where} " if where else "")
+            + "ORDER BY score DESC, m.id LIMIT %(limit)s",
+            {"u": self.user, "terms": terms, "limit": limit, **params},
+        )
+
+    def memory_vectors(self, model: str, filters: MemoryFilter) -> tuple[list[str], np.ndarray]:
+        where, params = _memory_filter_sql(filters)
+        rows = self._all(
+            "SELECT m.memory_id, m.embedding FROM memories m WHERE m.user_id = %(u)s "
+            "AND m.model = %(model)s AND m.embedding IS NOT NULL "
+            + (f"AND {where} " if where else "")
+            + "ORDER BY m.id",
+            {"u": self.user, "model": model, **params},
+        )
+        if not rows:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        return [memory_id for memory_id, _ in rows], np.vstack([v.to_numpy() for _, v in rows])
+
+    def memories_unembedded(self, model: str, limit: int) -> list[tuple[str, str]]:
+        return self._all(
+            "SELECT memory_id, content FROM memories WHERE user_id = %s "
+            "AND (embedding IS NULL OR model IS DISTINCT FROM %s) ORDER BY id LIMIT %s",
+            (self.user, model, limit),
+        )
+
+    def memory_put_vectors(self, memory_ids: list[str], vectors: np.ndarray, model: str) -> None:
+        matrix = np.ascontiguousarray(vectors, dtype=np.float32)
+        with self._transaction() as cur:
+            cur.executemany(
+                "UPDATE memories SET model = %s, embedding = %s "
+                "WHERE user_id = %s AND memory_id = %s",
+                [(model, matrix[i], self.user, mid) for i, mid in enumerate(memory_ids)],
+            )
+
+    def memory_touch(self, memory_ids: list[str], now: datetime) -> None:
+        if not memory_ids:
+            return
+        with self._transaction() as cur:
+            cur.execute(
+                "UPDATE memories SET uses = uses + 1, used_at = %s "
+                "WHERE user_id = %s AND memory_id = ANY(%s::text[])",
+                (_second(now), self.user, list(memory_ids)),
+            )
+
+    def memory_expire(self, updated_before: datetime) -> int:
+        with self._transaction() as cur:
+            cur.execute(
+                "DELETE FROM memories WHERE user_id = %s AND importance = 0 AND updated_at < %s",
+                (self.user, _second(updated_before)),
+            )
+            return cur.rowcount
+
+
+# -- values in and out ----------------------------------------------------------------------------
+
+
+def _second(ts: datetime) -> datetime:
+    """Instants are kept to the second, in UTC, as the embedded store keeps them."""
+    return ts.astimezone(UTC).replace(microsecond=0)
+
+
+def _utc(ts: datetime) -> datetime:
+    return ts.astimezone(UTC)
+
+
+def _format(ts: datetime) -> str:
+    return _second(ts).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _vector(vector: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(vector, dtype=np.float32)
+
+
+def _turn_columns(
+    rows: list[tuple[Turn, str, list[PassageDraft]]], *, with_key: bool
+) -> list[list]:
+    """Column arrays of turns for an `unnest(...)` insert or update."""
+    columns: list[list] = [
+        [t.seq for t, _, _ in rows],
+        [_second(t.ts) for t, _, _ in rows],
+        [t.role for t, _, _ in rows],
+        [t.harness for t, _, _ in rows],
+        [blocks_json(t.blocks) for t, _, _ in rows],
+        [digest for _, digest, _ in rows],
+    ]
+    if with_key:
+        columns = [[t.session_id for t, _, _ in rows], [t.turn_uuid for t, _, _ in rows], *columns]
+    return columns
+
+
+def _filter_sql(filters: Filters) -> tuple[str, dict]:
+    """A condition over `turns t` (and `passages p` for block types), values bound by name."""
+    clauses, params = [], {}
+    if filters.since:
+        clauses.append("t.ts >= %(since)s")
+        params["since"] = _second(filters.since)
+    if filters.until:
+        clauses.append("t.ts <= %(until)s")
+        params["until"] = _second(filters.until)
+    if filters.role:
+        clauses.append("t.role = %(role)s")
+        params["role"] = filters.role
+    if filters.session_id:
+        clauses.append("t.session_id = %(session_id)s")
+        params["session_id"] = filters.session_id
+    if filters.block_types:
+        clauses.append("p.block_type = ANY(%(block_types)s::text[])")
+        params["block_types"] = list(filters.block_types)
+    return " AND ".join(clauses), params
+
+
+_MEMORY_COLUMNS = (
+    "memory_id, content, terms, tags, importance, source, created_at, updated_at, updates, uses"
+)
+
+
+def _memory(row: tuple) -> MemoryRecord:
+    memory_id, content, terms, tags, importance, source, created, updated, updates, uses = row
+    return MemoryRecord(
+        memory_id,
+        content,
+        terms,
+        tuple(tags),
+        importance,
+        source,
+        _utc(created),
+        _utc(updated),
+        updates,
+        uses,
+    )
+
+
+def _memory_filter_sql(filters: MemoryFilter) -> tuple[str, dict]:
+    """A condition over `memories m`, values bound by name."""
+    clauses, params = [], {}
+    if filters.tags is not None:  # fails closed: an untagged memory's empty array overlaps none
+        clauses.append("m.tags && %(tags)s::text[]")
+        params["tags"] = list(filters.tags)
+    if filters.min_importance is not None:
+        clauses.append("m.importance >= %(min_importance)s")
+        params["min_importance"] = filters.min_importance
+    if filters.low_updated_after is not None:
+        clauses.append("NOT (m.importance = 0 AND m.updated_at < %(low_after)s)")
+        params["low_after"] = _second(filters.low_updated_after)
+    return " AND ".join(clauses), params

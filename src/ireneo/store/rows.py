@@ -1,0 +1,35 @@
+"""How values are written into rows and read back, the same in every store."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from ireneo.model import Block
+
+
+def blocks_json(blocks: tuple[Block, ...]) -> str:
+    return json.dumps([[b.block_type, b.text, b.tool_name] for b in blocks], ensure_ascii=False)
+
+
+def blocks(value: str) -> tuple[Block, ...]:
+    return tuple(Block(kind, text, tool) for kind, text, tool in json.loads(value))
+
+
+def first_words(blocks_value: str, limit: int = 80) -> str:
+    text = " ".join(" ".join(b.text.split()) for b in blocks(blocks_value) if b.block_type == "text")
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def session_ref(salt: str, session_id: str) -> str:
+    """A conversation's short public name: unguessable without the memory's salt."""
+    return hashlib.sha256(f"{salt}:{session_id}".encode()).hexdigest()[:12]
+
+
+def digit_terms(terms: str) -> set[str]:
+    """Terms holding digits (numbers, identifiers): what tells two near-identical memories apart.
+
+    Embeddings hardly tell "ticket MT-2056 on EX-388" from "ticket MT-5985 on EX-301" (cosine
+    0.95): a near-duplicate must also have the same such terms.
+    """
+    return {term for term in terms.split() if any(c.isdigit() for c in term)}

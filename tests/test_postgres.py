@@ -1,0 +1,209 @@
+"""What only the PostgreSQL store has: one database for every user, isolated by the database
+itself (Row-Level Security, an application role that owns nothing), and versioned migrations.
+The behaviour both stores share is tested on both by the `memory` fixture (tests/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+from psycopg import conninfo, sql
+
+from ireneo import Memory
+from ireneo.cli import main
+from ireneo.errors import NotFound
+from ireneo.store import Filters, pg_schema
+from ireneo.store.postgres import PostgresStore, SchemaOutdated, open_pool
+from tests.conftest import conversation
+
+TABLES = [*pg_schema.USER_TABLES, "index_jobs", "users", "migrations"]
+
+
+def user() -> str:
+    return f"test-{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def stocked(pg_pool, tmp_path):
+    """A user with one conversation, indexed and embedded."""
+    name = user()
+    conversation(
+        tmp_path / "src",
+        "pump-1",
+        ["The pump on line 3 failed, ticket MT-4471.", "Replaced the bearing; MT-4471 closed."],
+    )
+    with Memory(database=pg_pool, user=name) as memory:
+        memory.index([tmp_path / "src"])
+    return name
+
+
+def test_the_application_role_sees_nothing_without_a_user(pg_database, stocked):
+    with psycopg.connect(pg_database.app_url, autocommit=True) as conn:
+        assert conn.execute("SELECT current_user").fetchone() == ("ireneo_app",)
+        for table in pg_schema.USER_TABLES:
+            count = conn.execute(f"SELECT count(*) FROM ireneo.{table}").fetchone()
+            assert count == (0,), table
+        with conn.transaction():
+            conn.execute("SELECT set_config('app.user_id', %s, true)", (stocked,))
+            assert conn.execute("SELECT count(*) FROM ireneo.turns").fetchone() == (2,)
+        # set_config(..., true) ended with the transaction: nothing again
+        assert conn.execute("SELECT count(*) FROM ireneo.turns").fetchone() == (0,)
+        with conn.transaction():
+            conn.execute("SELECT set_config('app.user_id', %s, true)", (user(),))
+            assert conn.execute("SELECT count(*) FROM ireneo.passages").fetchone() == (0,)
+
+
+def test_the_application_role_cannot_write_rows_of_another_user(pg_database, stocked):
+    with psycopg.connect(pg_database.app_url, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():
+            conn.execute("SELECT set_config('app.user_id', %s, true)", (user(),))
+            conn.execute("INSERT INTO ireneo.meta VALUES (%s, 'x', 'y')", (stocked,))
+        with conn.transaction():
+            conn.execute("SELECT set_config('app.user_id', %s, true)", (user(),))
+            gone = conn.execute("DELETE FROM ireneo.turns WHERE user_id = %s", (stocked,))
+            assert gone.rowcount == 0
+
+
+def test_every_table_forces_row_security_and_the_application_role_owns_none(pg_database):
+    with psycopg.connect(pg_database.app_url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity, "
+            "pg_get_userbyid(c.relowner) FROM pg_class c JOIN pg_namespace n "
+            "ON n.oid = c.relnamespace WHERE n.nspname = 'ireneo' AND c.relkind = 'r'"
+        ).fetchall()
+        role = conn.execute(
+            "SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user"
+        ).fetchone()
+    assert sorted(name for name, *_ in rows) == sorted(TABLES)
+    for name, enabled, forced, owner in rows:
+        assert enabled and forced, name
+        assert owner == "ireneo_owner", name
+    assert role == (False, False)
+
+
+def test_the_owner_is_held_by_the_policies_too(pg_database, stocked):
+    with psycopg.connect(pg_database.owner_url, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM ireneo.turns").fetchone() == (0,)
+
+
+def test_two_users_with_the_same_words_never_see_each_other(pg_pool, tmp_path):
+    alice, bob = user(), user()
+    words = "The pump on line 3 failed again, ticket MT-4471, bearing replaced."
+    conversation(tmp_path / "a", "alice-1", [words, "Alice's note: call the supplier."])
+    conversation(tmp_path / "b", "bob-1", [words, "Bob's note: order new seals."])
+    with Memory(database=pg_pool, user=alice) as a, Memory(database=pg_pool, user=bob) as b:
+        a.index([tmp_path / "a"])
+        b.index([tmp_path / "b"])
+        for memory, own, other in ((a, "alice-1", "bob-1"), (b, "bob-1", "alice-1")):
+            hits = memory.recall("pump MT-4471 bearing", k=8)
+            assert hits and {h.session_id for h in hits} == {own}
+            assert [s.session_id for s in memory.sessions()] == [own]
+            with pytest.raises(NotFound):
+                memory.get(other)
+            assert memory.store.term_stats(["mt4471"]).document_frequency == {"mt4471": 1}
+            assert memory.status().turns == 2
+        a.memories.store("Alice pays by invoice, ticket MT-4471.")
+        assert b.memories.search("invoice MT-4471") == []
+        assert b.memories.store("Bob pays by invoice, ticket MT-4471.").created
+
+
+def test_upgrade_is_idempotent_and_the_cli_runs_it(pg_database):
+    assert pg_schema.upgrade(pg_database.owner_url, "ireneo_app") == []
+    result = CliRunner().invoke(
+        main, ["db", "upgrade", "--database-url", pg_database.owner_url, "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == {
+        "applied": [],
+        "version": pg_schema.latest_version(),
+        "app_role": "ireneo_app",
+    }
+
+
+def test_upgrade_refuses_to_run_as_the_application_role(pg_database):
+    result = CliRunner().invoke(main, ["db", "upgrade", "--database-url", pg_database.app_url])
+    assert result.exit_code == 1
+    assert "run the upgrade as the role that owns the tables" in result.output
+
+
+def test_a_database_not_upgraded_is_refused_with_the_command_to_run(pg_database):
+    name = "ireneo_empty_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(pg_database.superuser_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    empty = conninfo.make_conninfo(pg_database.superuser_url, dbname=name)
+    with pytest.raises(SchemaOutdated, match="ireneo db upgrade"):
+        PostgresStore(empty, user())
+    fresh = CliRunner().invoke(main, ["db", "upgrade", "--database-url", empty])
+    assert fresh.exit_code == 0, fresh.output
+    assert f"schema at version {pg_schema.latest_version()}" in fresh.output
+    pool = open_pool(empty)
+    pool.close()
+
+
+def test_the_environment_selects_postgres_when_no_home_is_given(pg_database, stocked, monkeypatch):
+    monkeypatch.setenv("IRENEO_DATABASE_URL", pg_database.app_url)
+    monkeypatch.setenv("IRENEO_USER", stocked)
+    result = CliRunner().invoke(main, ["recall", "--json", "MT-4471"])
+    assert result.exit_code == 0, result.output
+    assert {hit["session_id"] for hit in json.loads(result.output)["hits"]} == {"pump-1"}
+    monkeypatch.delenv("IRENEO_USER")
+    result = CliRunner().invoke(main, ["status"])
+    assert result.exit_code == 1 and "IRENEO_USER" in result.output
+
+
+def test_a_replica_sees_the_vectors_another_replica_adds_replaces_and_drops(pg_pool, tmp_path):
+    name = user()
+    source = tmp_path / "src"
+    conversation(source, "c-1", ["The pump failed on line 3.", "The conveyor jammed."])
+    with Memory(database=pg_pool, user=name) as one, Memory(database=pg_pool, user=name) as two:
+        one.index([source])
+        query = one.embedder.embed_query("pump failure")
+        assert len(two.store.dense_search(query, 10, Filters())) == 2  # two now holds a copy
+        conversation(source, "c-2", ["The pump failed again."])
+        one.index([source])
+        found = two.store.dense_search(query, 10, Filters())
+        assert len(found) == 3
+        conversation(source, "c-1", ["The pump was fine after all.", "The conveyor jammed."])
+        one.index([source])  # c-1 edited: its old passages (and vectors) are gone
+        again = two.store.dense_search(query, 10, Filters())
+        assert len(again) == 3 and {pid for pid, _ in again} != {pid for pid, _ in found}
+        assert two.store.dense_scores(query, [pid for pid, _ in again]).keys() == {
+            pid for pid, _ in again
+        }
+        one.store.drop_vectors()
+        assert two.store.dense_search(query, 10, Filters()) == []
+
+
+def test_two_writers_of_the_same_new_turns_store_them_once(pg_pool, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ireneo.model import Block, Turn
+
+    name = user()
+    turns = [
+        Turn(
+            "c-1",
+            f"t-{i}",
+            i,
+            datetime(2026, 10, 1, 9, i, tzinfo=UTC),
+            "user",
+            "test",
+            (Block("text", f"Valve V-{i} replaced."),),
+        )
+        for i in range(20)
+    ]
+    stores = [Memory(database=pg_pool, user=name) for _ in range(4)]
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(lambda m: m.store_turns(turns), stores))
+        assert sum(r.added for r in results) == 20
+        assert sum(r.unchanged for r in results) == 60
+        assert stores[0].status().turns == 20 and stores[0].status().passages == 20
+        assert stores[0].store.term_stats(["v7"]).document_frequency == {"v7": 1}
+    finally:
+        for memory in stores:
+            memory.close()
