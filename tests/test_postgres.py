@@ -207,3 +207,63 @@ def test_two_writers_of_the_same_new_turns_store_them_once(pg_pool, tmp_path):
     finally:
         for memory in stores:
             memory.close()
+
+
+def test_forgetting_on_postgres_removes_rows_counts_and_audits(pg_pool, tmp_path):
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+    src = tmp_path / "src"
+    conversation(src, "old-talk", ["zqvmarker7731 is the code word.", "Noted."], day="2026-01-05")
+    conversation(src, "new-talk", ["The K-2 pump bearing is MT-4471.", "Logged."], day="2026-10-02")
+    conversation(src, "third-talk", ["Lunch is at noon.", "Fine."], day="2026-10-03")
+    with Memory(database=pg_pool, user=user()) as memory:
+        memory.index([src])
+        memory.memories.store("Rahul pays by card.")
+        old = memory.forget_older_than(180, actor="cli", now=now)
+        assert (old.conversations, old.turns, old.passages, old.vectors) == (1, 2, 2, 2)
+        assert all("zqvmarker7731" not in h.text for h in memory.recall("zqvmarker7731"))
+        assert [s.session_id for s in memory.sessions()] == ["new-talk", "third-talk"]
+        one = memory.forget("third-talk", actor="route", now=now)
+        assert (one.conversations, one.turns) == (1, 2)
+        assert memory.store.term_stats(["lunch", "mt4471"]).document_frequency == {"mt4471": 1}
+        everything = memory.forget_all(actor="operator", now=now)
+        assert (everything.conversations, everything.memories) == (1, 1)
+        assert memory.store.is_empty() and memory.memories.count() == 0
+        log = memory.audit_log()
+        assert [(e.action, e.actor) for e in log] == [
+            ("forget_before", "cli"),
+            ("forget_conversation", "route"),
+            ("forget_all", "operator"),
+        ]
+        assert all("zqvmarker7731" not in str(e.to_dict()) for e in log)
+
+
+def test_recall_echoes_are_flagged_and_left_out_on_postgres(pg_pool, tmp_path):
+    from ireneo.model import Block, Turn
+    from ireneo.server.tools import returned_turns
+
+    src = tmp_path / "src"
+    conversation(
+        src,
+        "handover",
+        [
+            "Shift handover: the pump bearing noise on motor K-2 is logged as ticket MT-4471.",
+            "Noted. MT-4471 must be closed before the N-11 upgrade can be scheduled.",
+        ],
+    )
+    with Memory(database=pg_pool, user=user()) as memory:
+        memory.index([src])
+        hits = memory.recall("MT-4471 N-11", k=2)
+        memory.note_returned(returned_turns(hits))
+        echo = "Your follow-up: MT-4471 must be closed before the N-11 upgrade can be scheduled."
+        ts = hits[0].ts
+        memory.store_turns(
+            [Turn("todo", "todo-1", 1, ts, "assistant", "test", (Block("text", echo),))]
+        )
+        assert [t.echo for t in memory.get("todo")] == [True]
+        assert all(h.session_id != "todo" for h in memory.recall("N-11 upgrade scheduled", k=5))
+        assert any(
+            h.session_id == "todo"
+            for h in memory.recall("N-11 upgrade scheduled", k=5, include_echoes=True)
+        )

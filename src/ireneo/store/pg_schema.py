@@ -34,6 +34,8 @@ USER_TABLES = (
     "corpus",
     "term_df",
     "memories",
+    "forget_log",
+    "returned",
 )
 
 _USER_POLICY = """
@@ -201,7 +203,36 @@ MIGRATIONS: list[str] = [
     CREATE POLICY users_listed ON users USING (true)
         WITH CHECK (user_id = current_setting('app.user_id', true));
     """
-    + "".join(_USER_POLICY.format(table=table) for table in USER_TABLES),
+    + "".join(_USER_POLICY.format(table=table) for table in USER_TABLES[:-2]),
+    # 2: the audit log of forgets (what kind, by whom, how much; never any text or id), and
+    # recall echoes (ireneo.echoes): a flag on turns, and which turns were returned when.
+    """
+    CREATE TABLE forget_log (
+        user_id text NOT NULL,
+        id bigint GENERATED ALWAYS AS IDENTITY,
+        at timestamptz NOT NULL,
+        action text NOT NULL,
+        actor text NOT NULL,
+        conversation text,
+        before timestamptz,
+        conversations integer NOT NULL,
+        turns integer NOT NULL,
+        passages integer NOT NULL,
+        vectors integer NOT NULL,
+        memories integer NOT NULL,
+        PRIMARY KEY (user_id, id)
+    );
+    ALTER TABLE turns ADD COLUMN echo boolean NOT NULL DEFAULT false;
+    CREATE TABLE returned (
+        user_id text NOT NULL,
+        turn_id bigint NOT NULL,
+        at timestamptz NOT NULL,
+        FOREIGN KEY (user_id, turn_id) REFERENCES turns (user_id, id) ON DELETE CASCADE
+    );
+    CREATE INDEX returned_at ON returned (user_id, at);
+    CREATE INDEX returned_turn ON returned (user_id, turn_id);
+    """
+    + "".join(_USER_POLICY.format(table=table) for table in USER_TABLES[-2:]),
 ]
 
 
@@ -305,9 +336,7 @@ def _grant(conn: psycopg.Connection, app_role: str) -> None:
             schema, role
         )
     )
-    conn.execute(
-        sql.SQL("GRANT USAGE ON ALL SEQUENCES IN SCHEMA {} TO {}").format(schema, role)
-    )
+    conn.execute(sql.SQL("GRANT USAGE ON ALL SEQUENCES IN SCHEMA {} TO {}").format(schema, role))
     conn.execute(
         sql.SQL("REVOKE INSERT, UPDATE, DELETE ON {}.migrations FROM {}").format(schema, role)
     )

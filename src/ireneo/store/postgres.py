@@ -21,6 +21,7 @@ import secrets
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import numpy as np
@@ -33,7 +34,9 @@ from threadpoolctl import ThreadpoolController
 from ireneo.model import SessionSummary, Turn
 from ireneo.store import pg_schema
 from ireneo.store.base import (
+    AuditEntry,
     Filters,
+    Forgotten,
     MemoryDraft,
     MemoryFilter,
     MemoryRecord,
@@ -45,6 +48,7 @@ from ireneo.store.base import (
     Store,
     StoreResult,
     TermStats,
+    conversation_digest,
 )
 from ireneo.store.rows import blocks, blocks_json, digit_terms, first_words, session_ref
 
@@ -184,6 +188,7 @@ class PostgresStore(Store):
         self,
         turns: list[tuple[Turn, str, list[PassageDraft]]],
         source: SourceState | None = None,
+        echoes: frozenset[tuple[str, str]] = frozenset(),
     ) -> StoreResult:
         result = StoreResult()
         with self._transaction() as cur:
@@ -232,10 +237,10 @@ class PostgresStore(Store):
                 )
                 cur.execute(
                     "INSERT INTO turns (user_id, session_id, turn_uuid, seq, ts, role, harness, "
-                    "blocks, content_hash) SELECT %s, x.* FROM unnest(%s::text[], %s::text[], "
-                    "%s::int[], %s::timestamptz[], %s::text[], %s::text[], %s::text[], %s::text[]) "
-                    "AS x",
-                    (self.user, *_turn_columns(list(new.values()), with_key=True)),
+                    "blocks, content_hash, echo) SELECT %s, x.* FROM unnest(%s::text[], "
+                    "%s::text[], %s::int[], %s::timestamptz[], %s::text[], %s::text[], %s::text[], "
+                    "%s::text[], %s::boolean[]) AS x",
+                    (self.user, *_turn_columns(list(new.values()), echoes, with_key=True)),
                 )
             if changed:
                 cur.execute(
@@ -244,13 +249,14 @@ class PostgresStore(Store):
                 )
                 cur.execute(
                     "UPDATE turns t SET seq = x.seq, ts = x.ts, role = x.role, harness = x.harness, "
-                    "blocks = x.blocks, content_hash = x.content_hash FROM unnest(%s::bigint[], "
-                    "%s::int[], %s::timestamptz[], %s::text[], %s::text[], %s::text[], %s::text[]) "
-                    "AS x(id, seq, ts, role, harness, blocks, content_hash) "
+                    "blocks = x.blocks, content_hash = x.content_hash, echo = x.echo "
+                    "FROM unnest(%s::bigint[], %s::int[], %s::timestamptz[], %s::text[], "
+                    "%s::text[], %s::text[], %s::text[], %s::boolean[]) "
+                    "AS x(id, seq, ts, role, harness, blocks, content_hash, echo) "
                     "WHERE t.user_id = %s AND t.id = x.id",
                     (
                         [stored[key][0] for key in changed],
-                        *_turn_columns(list(changed.values()), with_key=False),
+                        *_turn_columns(list(changed.values()), echoes, with_key=False),
                         self.user,
                     ),
                 )
@@ -391,19 +397,17 @@ class PostgresStore(Store):
             ).fetchall()
             # the turns around each seed, named one by one: plain index lookups whatever the
             # planner believes about a user it has no statistics for yet
-            near = sorted(
-                {(sid, seq + d) for sid, seq in seeds for d in range(-reach, reach + 1)}
-            )
+            near = sorted({(sid, seq + d) for sid, seq in seeds for d in range(-reach, reach + 1)})
             rows = cur.execute(
-                "SELECT p.id, t.session_id, t.seq, t.ts, t.role, p.block_type, p.terms "
+                "SELECT p.id, t.session_id, t.seq, t.ts, t.role, p.block_type, p.terms, t.echo "
                 "FROM unnest(%s::text[], %s::int[]) AS k(session_id, seq) "
                 "JOIN turns t ON t.user_id = %s AND t.session_id = k.session_id AND t.seq = k.seq "
                 "JOIN passages p ON p.user_id = t.user_id AND p.turn_id = t.id",
                 ([sid for sid, _ in near], [seq for _, seq in near], self.user),
             ).fetchall()
         return [
-            NearPassage(pid, sid, seq, _utc(ts), role, kind, terms)
-            for pid, sid, seq, ts, role, kind, terms in rows
+            NearPassage(pid, sid, seq, _utc(ts), role, kind, terms, echo)
+            for pid, sid, seq, ts, role, kind, terms, echo in rows
         ]
 
     def dense_search(
@@ -492,13 +496,13 @@ class PostgresStore(Store):
         lo = -1 if from_seq is None else from_seq
         hi = 2**31 - 1 if to_seq is None else min(to_seq, 2**31 - 1)
         rows = self._all(
-            "SELECT session_id, turn_uuid, seq, ts, role, harness, blocks FROM turns "
+            "SELECT session_id, turn_uuid, seq, ts, role, harness, blocks, echo FROM turns "
             "WHERE user_id = %s AND session_id = %s AND seq BETWEEN %s AND %s ORDER BY seq, id",
             (self.user, session_id, max(lo, -(2**31)), hi),
         )
         return [
-            Turn(sid, uuid, seq, _utc(ts), role, harness, blocks(value))
-            for sid, uuid, seq, ts, role, harness, value in rows
+            Turn(sid, uuid, seq, _utc(ts), role, harness, blocks(value), echo)
+            for sid, uuid, seq, ts, role, harness, value, echo in rows
         ]
 
     def sessions(self, since: datetime | None, until: datetime | None) -> list[SessionSummary]:
@@ -532,6 +536,150 @@ class PostgresStore(Store):
 
     def is_empty(self) -> bool:
         return self._one("SELECT 1 FROM turns WHERE user_id = %s LIMIT 1", (self.user,)) is None
+
+    # -- recall echoes ----------------------------------------------------------------------------
+    def record_returned(
+        self, turns: list[tuple[str, int]], now: datetime, keep_after: datetime
+    ) -> None:
+        with self._transaction() as cur:
+            cur.execute(
+                "DELETE FROM returned WHERE user_id = %s AND at < %s", (self.user, keep_after)
+            )
+            if turns:
+                cur.execute(
+                    "INSERT INTO returned (user_id, turn_id, at) SELECT %s, t.id, %s "
+                    "FROM unnest(%s::text[], %s::int[]) AS k(session_id, seq) "
+                    "JOIN turns t ON t.user_id = %s AND t.session_id = k.session_id "
+                    "AND t.seq = k.seq",
+                    (self.user, now, [s for s, _ in turns], [q for _, q in turns], self.user),
+                )
+
+    def returned_texts(self, since: datetime) -> list[str]:
+        rows = self._all(
+            "SELECT blocks FROM turns WHERE user_id = %s AND id IN "
+            "(SELECT turn_id FROM returned WHERE user_id = %s AND at >= %s) ORDER BY id",
+            (self.user, self.user, since),
+        )
+        return [" ".join(block.text for block in blocks(value)) for (value,) in rows]
+
+    # -- forgetting -------------------------------------------------------------------------------
+    # The rows and their index entries go in one transaction; the space they held is reused,
+    # and VACUUM (docs/privacy.md) is what scrubs it from the files.
+    def forget_conversation(self, session_id: str, *, actor: str, now: datetime) -> Forgotten:
+        with self._transaction() as cur:
+            forgotten = self._forget_sessions(cur, [session_id])
+            if forgotten.turns:
+                self._audit(
+                    cur, "forget_conversation", actor, now, forgotten, session_id=session_id
+                )
+        return forgotten
+
+    def forget_all(self, *, actor: str, now: datetime) -> Forgotten:
+        with self._transaction() as cur:
+            sessions = [
+                row[0]
+                for row in cur.execute(
+                    "SELECT session_id FROM sessions WHERE user_id = %s", (self.user,)
+                )
+            ]
+            forgotten = self._forget_sessions(cur, sessions)
+            memories = cur.execute("DELETE FROM memories WHERE user_id = %s", (self.user,)).rowcount
+            cur.execute("DELETE FROM sources WHERE user_id = %s", (self.user,))
+            cur.execute(
+                "DELETE FROM meta WHERE user_id = %s AND key = 'last_written'", (self.user,)
+            )
+            forgotten = replace(forgotten, memories=memories)
+            self._audit(cur, "forget_all", actor, now, forgotten)
+        return forgotten
+
+    def forget_before(self, before: datetime, *, actor: str, now: datetime) -> Forgotten:
+        with self._transaction() as cur:
+            sessions = [
+                row[0]
+                for row in cur.execute(
+                    "SELECT session_id FROM turns WHERE user_id = %s GROUP BY session_id "
+                    "HAVING max(ts) < %s",
+                    (self.user, before),
+                )
+            ]
+            forgotten = self._forget_sessions(cur, sessions)
+            if forgotten.turns:
+                self._audit(cur, "forget_before", actor, now, forgotten, before=before)
+        return forgotten
+
+    def audit_log(self) -> list[AuditEntry]:
+        rows = self._all(
+            "SELECT at, action, actor, conversation, before, conversations, turns, passages, "
+            "vectors, memories FROM forget_log WHERE user_id = %s ORDER BY id",
+            (self.user,),
+        )
+        return [
+            AuditEntry(
+                _second(at),
+                action,
+                actor,
+                Forgotten(*counts),
+                conversation,
+                _second(before) if before else None,
+            )
+            for at, action, actor, conversation, before, *counts in rows
+        ]
+
+    def _forget_sessions(self, cur: psycopg.Cursor, session_ids: list[str]) -> Forgotten:
+        """Delete these conversations' passages (their terms and counters go by trigger), turns
+        (and the record of their being returned) and sessions."""
+        if not session_ids:
+            return Forgotten()
+        vectors, passages = cur.execute(
+            "SELECT count(p.embedding), count(*) FROM passages p JOIN turns t "
+            "ON t.user_id = p.user_id AND t.id = p.turn_id "
+            "WHERE p.user_id = %s AND t.session_id = ANY(%s::text[])",
+            (self.user, session_ids),
+        ).fetchone()
+        cur.execute(
+            "DELETE FROM passages p USING turns t WHERE p.user_id = %s AND t.user_id = p.user_id "
+            "AND t.id = p.turn_id AND t.session_id = ANY(%s::text[])",
+            (self.user, session_ids),
+        )
+        turns = cur.execute(
+            "DELETE FROM turns WHERE user_id = %s AND session_id = ANY(%s::text[])",
+            (self.user, session_ids),
+        ).rowcount
+        conversations = cur.execute(
+            "DELETE FROM sessions WHERE user_id = %s AND session_id = ANY(%s::text[])",
+            (self.user, session_ids),
+        ).rowcount
+        return Forgotten(conversations, turns, passages, vectors)
+
+    def _audit(
+        self,
+        cur: psycopg.Cursor,
+        action: str,
+        actor: str,
+        now: datetime,
+        forgotten: Forgotten,
+        *,
+        session_id: str | None = None,
+        before: datetime | None = None,
+    ) -> None:
+        cur.execute(
+            "INSERT INTO forget_log (user_id, at, action, actor, conversation, before, "
+            "conversations, turns, passages, vectors, memories) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (
+                self.user,
+                now,
+                action,
+                actor,
+                conversation_digest(session_id) if session_id is not None else None,
+                before,
+                forgotten.conversations,
+                forgotten.turns,
+                forgotten.passages,
+                forgotten.vectors,
+                forgotten.memories,
+            ),
+        )
 
     def status(self) -> Status:
         with self._transaction() as cur:
@@ -755,7 +903,10 @@ def _vector(vector: np.ndarray) -> np.ndarray:
 
 
 def _turn_columns(
-    rows: list[tuple[Turn, str, list[PassageDraft]]], *, with_key: bool
+    rows: list[tuple[Turn, str, list[PassageDraft]]],
+    echoes: frozenset[tuple[str, str]],
+    *,
+    with_key: bool,
 ) -> list[list]:
     """Column arrays of turns for an `unnest(...)` insert or update."""
     columns: list[list] = [
@@ -765,6 +916,7 @@ def _turn_columns(
         [t.harness for t, _, _ in rows],
         [blocks_json(t.blocks) for t, _, _ in rows],
         [digest for _, digest, _ in rows],
+        [(t.session_id, t.turn_uuid) in echoes for t, _, _ in rows],
     ]
     if with_key:
         columns = [[t.session_id for t, _, _ in rows], [t.turn_uuid for t, _, _ in rows], *columns]

@@ -17,7 +17,9 @@ def blocks(value: str) -> tuple[Block, ...]:
 
 
 def first_words(blocks_value: str, limit: int = 80) -> str:
-    text = " ".join(" ".join(b.text.split()) for b in blocks(blocks_value) if b.block_type == "text")
+    text = " ".join(
+        " ".join(b.text.split()) for b in blocks(blocks_value) if b.block_type == "text"
+    )
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
