@@ -165,7 +165,9 @@ def test_two_server_processes_share_one_database(pg_database, tmp_path):
             assert response.status_code == 202
             time.sleep(0.15)
         wait_for(lambda: pending(pg_database.app_url, alice) == 0, 120, "everything embedded")
-        token = mint_token(make_settings(tmp_path, jwt_secret=SERVER_ENV["IRENEO_JWT_SECRET"]), alice)
+        token = mint_token(
+            make_settings(tmp_path, jwt_secret=SERVER_ENV["IRENEO_JWT_SECRET"]), alice
+        )
 
         async def recall(url: str) -> str:
             async with Client(f"{url}/mcp", auth=token, timeout=30) as client:

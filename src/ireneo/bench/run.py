@@ -286,7 +286,6 @@ def run_one(config: Config, lang: str, size: int, scratch: Path, progress_factor
     return result
 
 
-
 def postgres_run(
     config: Config, lang: str, size: int, source: Path, scratch: Path, questions: list[Question]
 ) -> dict[str, float]:
