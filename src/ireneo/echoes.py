@@ -15,10 +15,11 @@ keeps a new fact said in a familiar shape ("Ticket MT-5120 is open for …" afte
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from datetime import timedelta
+
+from ireneo.env import env_number
 
 MIN_WORDS = 8  # a short reply ("Done, MT-4471 is closed.") repeats words without being an echo
 _WORD = re.compile(r"\w+")
@@ -35,20 +36,8 @@ class EchoPolicy:
 
     @classmethod
     def from_env(cls) -> EchoPolicy:
-        def number(name: str, default: float) -> float:
-            raw = os.environ.get(name, "").strip()
-            if not raw:
-                return default
-            try:
-                value = float(raw)
-            except ValueError:
-                raise ValueError(f"{name}={raw!r} is not a number") from None
-            if value < 0:
-                raise ValueError(f"{name} must not be negative, not {raw}")
-            return value
-
-        hours = number("IRENEO_ECHO_WINDOW_HOURS", cls.window.total_seconds() / 3600)
-        overlap = number("IRENEO_ECHO_OVERLAP", cls.overlap)
+        hours = env_number("IRENEO_ECHO_WINDOW_HOURS", cls.window.total_seconds() / 3600)
+        overlap = env_number("IRENEO_ECHO_OVERLAP", cls.overlap)
         if overlap > 1:
             raise ValueError(f"IRENEO_ECHO_OVERLAP is a share between 0 and 1, not {overlap}")
         return cls(timedelta(hours=hours), overlap)

@@ -41,6 +41,7 @@ import numpy as np
 
 from ireneo import search
 from ireneo.analyze import query_terms, terms
+from ireneo.env import env_number
 from ireneo.errors import IreneoError, NotFound
 from ireneo.model import Hit, format_ts
 from ireneo.privacy import redact
@@ -103,16 +104,7 @@ class MemoryPolicy:
         env = os.environ if env is None else env
 
         def number(name: str, default: float) -> float:
-            raw = env.get(name, "").strip()
-            if not raw:
-                return default
-            try:
-                value = float(raw)
-            except ValueError:
-                raise ValueError(f"{name}={raw!r} is not a number") from None
-            if not math.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be a number of at least 0, not {raw}")
-            return value
+            return env_number(name, default, env)
 
         weights = cls.importance_weights
         raw = env.get("IRENEO_MEMORY_IMPORTANCE_WEIGHTS", "").strip()
