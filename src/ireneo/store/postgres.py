@@ -31,6 +31,7 @@ from psycopg.types import TypeInfo
 from psycopg_pool import ConnectionPool
 from threadpoolctl import ThreadpoolController
 
+from ireneo.errors import StorageFull
 from ireneo.model import SessionSummary, Turn
 from ireneo.store import pg_schema
 from ireneo.store.base import (
@@ -117,6 +118,19 @@ def has_memory(pool: ConnectionPool, user: str) -> bool:
     return row is not None
 
 
+FULL = "the database's disk is full; nothing of the write was stored"
+
+
+@contextmanager
+def storage_errors() -> Iterator[None]:
+    """PostgreSQL's disk_full (SQLSTATE 53100) as StorageFull, so ingest answers 507 as on
+    SQLite; the transaction it ended was rolled back by the server."""
+    try:
+        yield
+    except psycopg.errors.DiskFull as exc:
+        raise StorageFull(FULL) from exc
+
+
 class PostgresStore(Store):
     """One user's memory in a shared PostgreSQL database.
 
@@ -143,7 +157,12 @@ class PostgresStore(Store):
 
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Cursor]:
-        with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+        with (
+            storage_errors(),
+            self._pool.connection() as conn,
+            conn.transaction(),
+            conn.cursor() as cur,
+        ):
             cur.execute(_SCOPE, (self.user,))
             yield cur
 
@@ -466,6 +485,7 @@ class PostgresStore(Store):
 
     def _read_vectors(self, after: int) -> tuple[np.ndarray, np.ndarray]:
         with (
+            storage_errors(),
             self._pool.connection() as conn,
             conn.transaction(),
             conn.cursor(binary=True) as cur,
