@@ -39,12 +39,10 @@ def full_database(pg_database):
 
 
 def test_disk_full_is_storage_full_and_nothing_else_is():
-    with pytest.raises(StorageFull, match="disk is full"):
-        with storage_errors():
-            raise psycopg.errors.DiskFull("could not extend file")
-    with pytest.raises(psycopg.errors.OutOfMemory):
-        with storage_errors():
-            raise psycopg.errors.OutOfMemory("out of memory")
+    with pytest.raises(StorageFull, match="disk is full"), storage_errors():
+        raise psycopg.errors.DiskFull("could not extend file")
+    with pytest.raises(psycopg.errors.OutOfMemory), storage_errors():
+        raise psycopg.errors.OutOfMemory("out of memory")
 
 
 def test_ingest_on_a_full_postgres_answers_507_and_stores_nothing(full_database, tmp_path):
