@@ -72,9 +72,8 @@ class Cluster:
         )
         if not durable:
             options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-        self._run(
-            PG_BIN / "pg_ctl", "-D", self.data, "-l", self.dir / "log", "-w", "-o", options, "start"
-        )
+        self._options = options
+        self.start()
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
     def _run(self, *args: object) -> None:
@@ -86,9 +85,27 @@ class Cluster:
                 + (f"\n{log.read_text()[-2000:]}" if log.exists() else "")
             )
 
+    def start(self) -> None:
+        """Start the server (again, after `halt`) on the same port and data."""
+        self._run(
+            PG_BIN / "pg_ctl",
+            "-D",
+            self.data,
+            "-l",
+            self.dir / "log",
+            "-w",
+            "-o",
+            self._options,
+            "start",
+        )
+
+    def halt(self) -> None:
+        """Stop the server as a crash would (every connection cut), keeping its data."""
+        self._run(PG_BIN / "pg_ctl", "-D", self.data, "-m", "immediate", "-w", "stop")
+
     def stop(self) -> None:
         try:
-            self._run(PG_BIN / "pg_ctl", "-D", self.data, "-m", "immediate", "stop")
+            self.halt()
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
 

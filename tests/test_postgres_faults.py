@@ -7,15 +7,32 @@ real path: PostgreSQL -> psycopg -> the store -> the ingest route."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import time
 import uuid
 
+import httpx2
 import psycopg
 import pytest
 
 from ireneo.errors import StorageFull
-from ireneo.store.postgres import storage_errors
+from ireneo.server.auth import mint_token
+from ireneo.server.tools import UNAVAILABLE
+from ireneo.store.postgres import POOL_TIMEOUT, storage_errors
 from tests import pg_cluster
-from tests.conftest_server import RunningServer, conversation, make_settings
+from tests.conftest_server import (
+    INGEST_KEY,
+    RunningServer,
+    call_tool,
+    conversation,
+    make_settings,
+    subprocess_env,
+)
+from tests.test_server_postgres import SERVER_ENV, pending, wait_for
+from tests.test_server_postgres import _ready as ready
+from tests.test_server_postgres import _start as start_server
+from tests.test_server_postgres import _stop as stop_server
 
 pytestmark = pytest.mark.slow
 
@@ -60,3 +77,76 @@ def test_ingest_on_a_full_postgres_answers_507_and_stores_nothing(full_database,
         assert conn.execute("SELECT count(*) FROM ireneo.turns").fetchone() == (0,)
         assert conn.execute("SELECT count(*) FROM ireneo.sessions").fetchone() == (0,)
         assert conn.execute("SELECT count(*) FROM ireneo.passages").fetchone() == (0,)
+
+
+def test_postgres_restarted_under_a_running_server(tmp_path):
+    """While PostgreSQL is down, recall answers its fail-soft sentence and ingest 503 with
+    nothing stored; once it is back, both work again without restarting ireneo."""
+    missing = pg_cluster.available()
+    if missing or os.environ.get("IRENEO_TEST_DATABASE_URL"):
+        if os.environ.get("IRENEO_REQUIRE_ALL") == "1" and missing:
+            pytest.fail(f"{missing}; it is required when IRENEO_REQUIRE_ALL=1")
+        pytest.skip(missing or "needs a cluster of its own to restart")
+    cluster = pg_cluster.Cluster()  # its own: the session's cluster stays up for other tests
+    try:
+        database = pg_cluster.prepare(cluster.url)
+        _restart_under_a_server(cluster, database, tmp_path)
+    finally:
+        cluster.stop()
+
+
+def _restart_under_a_server(cluster, database, tmp_path) -> None:
+    alice = f"alice-{uuid.uuid4().hex[:6]}"
+    env = subprocess_env(
+        IRENEO_HOME=str(tmp_path / "unused-home"),
+        IRENEO_DATABASE_URL=database.app_url,
+        **SERVER_ENV,
+    )
+    process, url = start_server(env)
+    token = mint_token(make_settings(tmp_path, jwt_secret=SERVER_ENV["IRENEO_JWT_SECRET"]), alice)
+
+    def ingest(cid: str, text: str) -> httpx2.Response:
+        body = conversation(cid, [text], user=alice)
+        headers = {"x-ingest-key": INGEST_KEY}
+        return httpx2.post(f"{url}/turns", json=body, headers=headers, timeout=60)
+
+    def recall(query: str) -> str:
+        return asyncio.run(
+            call_tool(f"{url}/mcp", token, "recall_my_conversations", {"query": query})
+        )
+
+    events: list[dict] = []
+    try:
+        ready(process, url)
+        assert ingest("before", "The chiller CH-9 tripped on low flow.").status_code == 202
+        wait_for(lambda: pending(database.app_url, alice) == 0, 120, "the first turn embedded")
+        assert "CH-9" in recall("chiller CH-9")  # loads the model while PostgreSQL is up
+
+        cluster.halt()
+        started = time.monotonic()
+        down = ingest("during", "The compressor CP-4 was replaced during the outage.")
+        assert down.status_code == 503, down.text
+        assert "nothing was stored" in down.json()["error"]
+        assert recall("chiller CH-9") == UNAVAILABLE
+        assert time.monotonic() - started < 2 * (POOL_TIMEOUT + 5)  # no hang
+
+        cluster.start()
+        # the pool reconnects by itself: the first request after the restart already works
+        assert ingest("after", "The dryer DR-2 was serviced after the outage.").status_code == 202
+        assert "CH-9" in recall("chiller CH-9")
+        wait_for(lambda: pending(database.app_url, alice) == 0, 60, "the new turn embedded")
+        assert "DR-2" in recall("dryer DR-2")
+
+        # a quick restart with no request in between: the pool's idle connections are all
+        # dead, and the first request must not be handed one of them
+        cluster.halt()
+        cluster.start()
+        assert ingest("later", "The kiln KL-5 was relined.").status_code == 202
+        assert "DR-2" in recall("dryer DR-2")
+    finally:
+        events = stop_server(process)
+    with psycopg.connect(database.superuser_url, autocommit=True) as conn:
+        sessions = conn.execute("SELECT session_id FROM ireneo.sessions ORDER BY 1").fetchall()
+    assert sessions == [("after",), ("before",), ("later",)]  # nothing of "during", not even half
+    failed = [e for e in events if e.get("event") == "store_failed"]
+    assert failed and failed[0]["error"] in ("PoolTimeout", "OperationalError"), events

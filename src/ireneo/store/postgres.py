@@ -67,6 +67,9 @@ class SchemaOutdated(RuntimeError):
     """The database's schema is older (or newer) than this ireneo."""
 
 
+POOL_TIMEOUT = 10.0  # seconds
+
+
 def open_pool(url: str, *, max_size: int = 8) -> ConnectionPool:
     """A pool of connections to `url`, checked to hold the schema this ireneo expects."""
     pool = ConnectionPool(
@@ -77,6 +80,16 @@ def open_pool(url: str, *, max_size: int = 8) -> ConnectionPool:
         # and transaction-mode poolers do not keep them
         kwargs={"autocommit": True, "prepare_threshold": None},
         configure=_configure,
+        # a connection handed out is checked first: after PostgreSQL restarts, the idle ones
+        # are dead, and each would otherwise fail one request before the pool replaces it
+        check=ConnectionPool.check_connection,
+        # while PostgreSQL is down a request waits at most this long for a connection, then
+        # fails (ingest 503, recall's fail-soft sentence) instead of hanging
+        timeout=POOL_TIMEOUT,
+        # a connection attempt backs off exponentially (1, 2, 4 s...); ending it after 10 s
+        # lets the next request start a fresh one, so the pool is back within seconds of
+        # PostgreSQL, however long it was down
+        reconnect_timeout=10.0,
         open=False,
         name="ireneo",
     )
