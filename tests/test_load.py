@@ -21,3 +21,13 @@ def test_a_short_load_run_has_no_errors_and_loses_nothing(tmp_path):
     assert "| recall |" in markdown and "| ingest |" in markdown
     assert json.loads((out / "latest.json").read_text())["total_errors"] == 0
     assert (out / "load.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_short_load_run_on_postgres_has_no_errors_and_loses_nothing(pg_database, tmp_path):
+    """The same on PostgreSQL; every acknowledged turn is read back from the database."""
+    config = LoadConfig(clients=6, users=4, seconds=10, database_url=pg_database.app_url)
+    report = LoadRun(config, tmp_path / "work").run()
+    assert report.total_errors == 0, report.error_examples
+    assert report.turns_acked > 0
+    assert report.acked_turns_missing == 0
+    assert report.operations["ingest"]["count"] > 0 and report.operations["recall"]["count"] > 0

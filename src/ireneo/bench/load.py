@@ -221,25 +221,38 @@ class LoadRun:
 
     # -- checks and figures ---------------------------------------------------------------------
     def _missing_turns(self) -> int:
-        """Acknowledged turns not in the store (server stopped; SQLite store read directly)."""
+        """Acknowledged turns not in the store, read directly once the server has stopped: each
+        user's SQLite file, or each user's memory in the PostgreSQL database."""
         from ireneo import Memory
         from ireneo.errors import NotFound
         from ireneo.server.memories import user_key
 
+        pool = None
         if self.config.database_url:
-            return -1  # not wired for PostgreSQL yet
+            from ireneo.store.postgres import open_pool
+
+            pool = open_pool(self.config.database_url, max_size=2)
         missing = 0
-        for user, conversations in self.conversations.items():
-            path = self.server.home / "users" / user_key(user_name(user))
-            with Memory(path) as memory:
-                for conversation in conversations:
-                    try:
-                        texts = [t.text for t in memory.get(conversation.conversation_id)]
-                    except NotFound:
-                        texts = []
-                    for k in range(conversation.acked):
-                        expected = turn_text(user, conversation.number, k)
-                        missing += k >= len(texts) or texts[k] != expected
+        try:
+            for user, conversations in self.conversations.items():
+                key = user_key(user_name(user))
+                opened = (
+                    Memory(database=pool, user=key)
+                    if pool is not None
+                    else Memory(self.server.home / "users" / key)
+                )
+                with opened as memory:
+                    for conversation in conversations:
+                        try:
+                            texts = [t.text for t in memory.get(conversation.conversation_id)]
+                        except NotFound:
+                            texts = []
+                        for k in range(conversation.acked):
+                            expected = turn_text(user, conversation.number, k)
+                            missing += k >= len(texts) or texts[k] != expected
+        finally:
+            if pool is not None:
+                pool.close()
         return missing
 
     def _report(self, missing: int, catch_up: float) -> LoadReport:
