@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from ireneo.bench.load import LoadConfig, LoadRun, save
+from tests import pg_cluster  # a database of its own: the bench's user names are fixed
 
 
 def test_a_short_load_run_has_no_errors_and_loses_nothing(tmp_path):
@@ -25,7 +26,12 @@ def test_a_short_load_run_has_no_errors_and_loses_nothing(tmp_path):
 
 def test_a_short_load_run_on_postgres_has_no_errors_and_loses_nothing(pg_database, tmp_path):
     """The same on PostgreSQL; every acknowledged turn is read back from the database."""
-    config = LoadConfig(clients=6, users=4, seconds=10, database_url=pg_database.app_url)
+    config = LoadConfig(
+        clients=6,
+        users=4,
+        seconds=10,
+        database_url=pg_cluster.prepare(pg_database.superuser_url).app_url,
+    )
     report = LoadRun(config, tmp_path / "work").run()
     assert report.total_errors == 0, report.error_examples
     assert report.turns_acked > 0

@@ -224,18 +224,33 @@ class CrashRun:
         asyncio.run(recall_all())
 
     def _check_stores(self) -> None:
-        """With the server stopped: every memory read directly (SQLite store)."""
+        """With the server stopped: every memory read directly, from its SQLite file or from
+        the PostgreSQL database. PostgreSQL has no `PRAGMA integrity_check`: its own WAL
+        recovery stands for it, so only the SQLite files are integrity-checked."""
+        if not self.config.database_url:
+            self._check_memories(None)
+            return
+        from ireneo.store.postgres import open_pool
+
+        pool = open_pool(self.config.database_url, max_size=2)
+        try:
+            self._check_memories(pool)
+        finally:
+            pool.close()
+
+    def _check_memories(self, pool) -> None:
         from ireneo import Memory
         from ireneo.server.memories import user_key
         from ireneo.store.base import Filters
 
-        if self.config.database_url:
-            self.report.problems.append("store checks for PostgreSQL are not wired yet")
-            return
+        if pool is not None:
+            from ireneo.store.postgres import has_memory
+
         users_dir = self.server.home / "users"
-        for db in sorted(users_dir.glob("*/memory.db")):
-            self.report.memories += 1
-            self.report.integrity_failures += not _sqlite_intact(db)
+        if pool is None:
+            for db in sorted(users_dir.glob("*/memory.db")):
+                self.report.memories += 1
+                self.report.integrity_failures += not _sqlite_intact(db)
         by_user: dict[int, list[Conversation]] = {}
         for conversation in self.conversations:
             by_user.setdefault(conversation.user, []).append(conversation)
@@ -243,11 +258,15 @@ class CrashRun:
             self._acked_turns(), min(self.config.meaning_sample, len(self._acked_turns()))
         )
         for user, conversations in by_user.items():
-            path = users_dir / user_key(user_name(user))
-            if not path.exists():
+            key = user_key(user_name(user))
+            path = users_dir / key
+            exists = has_memory(pool, key) if pool is not None else path.exists()
+            if not exists:
                 self.report.acked_turns_missing += sum(c.acked for c in conversations)
                 continue
-            with Memory(path) as memory:
+            self.report.memories += pool is not None  # the SQLite files are counted above
+            opened = Memory(database=pool, user=key) if pool is not None else Memory(path)
+            with opened as memory:
                 self.report.pending_after_restart += memory.pending()
                 for conversation in conversations:
                     stored = _stored(memory, conversation.conversation_id)
@@ -319,7 +338,8 @@ def save(report: CrashReport, config: CrashConfig, out: Path) -> Path:
         f"| acknowledged turns missing | {r.acked_turns_missing} |",
         f"| turns with wrong text | {r.turns_with_wrong_text} |",
         f"| conversations half stored | {r.conversations_half_stored} |",
-        f"| memories, integrity failures | {r.memories}, {r.integrity_failures} |",
+        f"| memories, integrity failures | {r.memories}, "
+        f"{'n/a on PostgreSQL' if config.database_url else r.integrity_failures} |",
         f"| passages without vectors after restart | {r.pending_after_restart} |",
         f"| keyword recall found / checked | {r.keyword_found} / {r.keyword_checked} |",
         f"| recall by meaning found / checked | {r.meaning_found} / {r.meaning_checked} |",
