@@ -29,7 +29,14 @@ from pathlib import Path
 import httpx2
 
 from ireneo.bench.server_process import INGEST_KEY, ServerProcess
-from ireneo.bench.traffic import Conversation, marker, turn_text, user_name
+from ireneo.bench.traffic import (
+    Conversation,
+    marker,
+    stored_memories,
+    stored_texts,
+    turn_text,
+    user_name,
+)
 
 TURNS_PER_CONVERSATION = 10
 
@@ -227,28 +234,9 @@ class CrashRun:
         """With the server stopped: every memory read directly, from its SQLite file or from
         the PostgreSQL database. PostgreSQL has no `PRAGMA integrity_check`: its own WAL
         recovery stands for it, so only the SQLite files are integrity-checked."""
-        if not self.config.database_url:
-            self._check_memories(None)
-            return
-        from ireneo.store.postgres import open_pool
-
-        pool = open_pool(self.config.database_url, max_size=2)
-        try:
-            self._check_memories(pool)
-        finally:
-            pool.close()
-
-    def _check_memories(self, pool) -> None:
-        from ireneo import Memory
-        from ireneo.server.memories import user_key
-        from ireneo.store.base import Filters
-
-        if pool is not None:
-            from ireneo.store.postgres import has_memory
-
-        users_dir = self.server.home / "users"
-        if pool is None:
-            for db in sorted(users_dir.glob("*/memory.db")):
+        on_postgres = bool(self.config.database_url)
+        if not on_postgres:
+            for db in sorted((self.server.home / "users").glob("*/memory.db")):
                 self.report.memories += 1
                 self.report.integrity_failures += not _sqlite_intact(db)
         by_user: dict[int, list[Conversation]] = {}
@@ -257,49 +245,45 @@ class CrashRun:
         meaning = self.rng.sample(
             self._acked_turns(), min(self.config.meaning_sample, len(self._acked_turns()))
         )
-        for user, conversations in by_user.items():
-            key = user_key(user_name(user))
-            path = users_dir / key
-            exists = has_memory(pool, key) if pool is not None else path.exists()
-            if not exists:
-                self.report.acked_turns_missing += sum(c.acked for c in conversations)
-                continue
-            self.report.memories += pool is not None  # the SQLite files are counted above
-            opened = Memory(database=pool, user=key) if pool is not None else Memory(path)
-            with opened as memory:
-                self.report.pending_after_restart += memory.pending()
-                for conversation in conversations:
-                    stored = _stored(memory, conversation.conversation_id)
-                    if len(stored) not in conversation.attempted | {0}:
-                        self.report.conversations_half_stored += 1
-                    self.report.acked_turns_missing += max(0, conversation.acked - len(stored))
-                    for k, text in enumerate(stored):
-                        if text != turn_text(conversation.user, conversation.number, k):
-                            self.report.turns_with_wrong_text += 1
-                for conversation, k in [t for t in meaning if t[0].user == user]:
-                    self.report.meaning_checked += 1
-                    query = memory.embedder.embed_query(
-                        turn_text(conversation.user, conversation.number, k)
-                    )
-                    near = memory.store.dense_search(query, 10, Filters())
-                    found = memory.store.passages_near([pid for pid, _ in near], 0)
-                    if any(
-                        p.session_id == conversation.conversation_id and p.seq == k for p in found
-                    ):
-                        self.report.meaning_found += 1
-                    else:
-                        self.report.problems.append(
-                            f"dense search missed {marker(conversation.user, conversation.number, k)}"
-                        )
+        with stored_memories(self.server.home, self.config.database_url) as memories:
+            for user, conversations in by_user.items():
+                if not memories.exists(user):
+                    self.report.acked_turns_missing += sum(c.acked for c in conversations)
+                    continue
+                self.report.memories += on_postgres  # the SQLite files are counted above
+                with memories.open(user) as memory:
+                    mine = [(c, k) for c, k in meaning if c.user == user]
+                    self._check_memory(memory, conversations, mine)
 
+    def _check_memory(
+        self, memory, conversations: list[Conversation], meaning: list[tuple[Conversation, int]]
+    ) -> None:
+        """One user's memory: nothing acknowledged missing, nothing half stored, every turn's
+        text as sent, and a sample of turns found by meaning."""
+        from ireneo.store.base import Filters
 
-def _stored(memory, conversation_id: str) -> list[str]:
-    from ireneo.errors import NotFound
-
-    try:
-        return [turn.text for turn in memory.get(conversation_id)]
-    except NotFound:
-        return []
+        self.report.pending_after_restart += memory.pending()
+        for conversation in conversations:
+            stored = stored_texts(memory, conversation.conversation_id)
+            if len(stored) not in conversation.attempted | {0}:
+                self.report.conversations_half_stored += 1
+            self.report.acked_turns_missing += max(0, conversation.acked - len(stored))
+            for k, text in enumerate(stored):
+                if text != turn_text(conversation.user, conversation.number, k):
+                    self.report.turns_with_wrong_text += 1
+        for conversation, k in meaning:
+            self.report.meaning_checked += 1
+            query = memory.embedder.embed_query(
+                turn_text(conversation.user, conversation.number, k)
+            )
+            near = memory.store.dense_search(query, 10, Filters())
+            found = memory.store.passages_near([pid for pid, _ in near], 0)
+            if any(p.session_id == conversation.conversation_id and p.seq == k for p in found):
+                self.report.meaning_found += 1
+            else:
+                self.report.problems.append(
+                    f"dense search missed {marker(conversation.user, conversation.number, k)}"
+                )
 
 
 def _sqlite_intact(db: Path) -> bool:

@@ -28,7 +28,14 @@ import httpx2
 import numpy as np
 
 from ireneo.bench.server_process import INGEST_KEY, ServerProcess
-from ireneo.bench.traffic import Conversation, marker, turn_text, user_name
+from ireneo.bench.traffic import (
+    Conversation,
+    marker,
+    stored_memories,
+    stored_texts,
+    turn_text,
+    user_name,
+)
 
 TURNS_PER_CONVERSATION = 12
 OPERATIONS = ("ingest", "recall")
@@ -223,36 +230,15 @@ class LoadRun:
     def _missing_turns(self) -> int:
         """Acknowledged turns not in the store, read directly once the server has stopped: each
         user's SQLite file, or each user's memory in the PostgreSQL database."""
-        from ireneo import Memory
-        from ireneo.errors import NotFound
-        from ireneo.server.memories import user_key
-
-        pool = None
-        if self.config.database_url:
-            from ireneo.store.postgres import open_pool
-
-            pool = open_pool(self.config.database_url, max_size=2)
         missing = 0
-        try:
+        with stored_memories(self.server.home, self.config.database_url) as memories:
             for user, conversations in self.conversations.items():
-                key = user_key(user_name(user))
-                opened = (
-                    Memory(database=pool, user=key)
-                    if pool is not None
-                    else Memory(self.server.home / "users" / key)
-                )
-                with opened as memory:
+                with memories.open(user) as memory:
                     for conversation in conversations:
-                        try:
-                            texts = [t.text for t in memory.get(conversation.conversation_id)]
-                        except NotFound:
-                            texts = []
+                        texts = stored_texts(memory, conversation.conversation_id)
                         for k in range(conversation.acked):
                             expected = turn_text(user, conversation.number, k)
                             missing += k >= len(texts) or texts[k] != expected
-        finally:
-            if pool is not None:
-                pool.close()
         return missing
 
     def _report(self, missing: int, catch_up: float) -> LoadReport:

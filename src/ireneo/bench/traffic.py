@@ -6,8 +6,15 @@ keyword recall of the marker must return that turn and no other.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ireneo import Memory
 
 SITES = ["North", "South", "East", "West", "Harbour", "Ridge", "Valley", "Delta", "Mesa", "Cove"]
 KINDS = ["pump", "compressor", "conveyor", "boiler", "mixer", "press", "turbine", "chiller"]
@@ -73,3 +80,56 @@ class Conversation:
         self.turns += 1
         self.attempted.add(self.turns)
         return self.body()
+
+
+class StoredMemories:
+    """The traffic users' memories as the server stored them, read with the server stopped:
+    directories under `home`, or rows in the PostgreSQL database at `database_url`."""
+
+    def __init__(self, home: Path, pool=None):
+        self.home = home
+        self.pool = pool
+
+    def _key(self, user: int) -> str:
+        from ireneo.server.memories import user_key
+
+        return user_key(user_name(user))
+
+    def exists(self, user: int) -> bool:
+        if self.pool is not None:
+            from ireneo.store.postgres import has_memory
+
+            return has_memory(self.pool, self._key(user))
+        return (self.home / "users" / self._key(user)).exists()
+
+    def open(self, user: int) -> Memory:
+        from ireneo import Memory
+
+        if self.pool is not None:
+            return Memory(database=self.pool, user=self._key(user))
+        return Memory(self.home / "users" / self._key(user))
+
+
+@contextmanager
+def stored_memories(home: Path, database_url: str | None) -> Iterator[StoredMemories]:
+    """The traffic users' memories, with a pool of its own when they live in PostgreSQL."""
+    pool = None
+    if database_url:
+        from ireneo.store.postgres import open_pool
+
+        pool = open_pool(database_url, max_size=2)
+    try:
+        yield StoredMemories(home, pool)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+def stored_texts(memory: Memory, conversation_id: str) -> list[str]:
+    """The texts of a conversation's stored turns, in order; none when it was never stored."""
+    from ireneo.errors import NotFound
+
+    try:
+        return [turn.text for turn in memory.get(conversation_id)]
+    except NotFound:
+        return []
