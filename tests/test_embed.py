@@ -101,6 +101,13 @@ def test_a_batch_keeps_its_order(embedder: embed.Embedder) -> None:
     np.testing.assert_allclose(batch, one_by_one, atol=1e-5)
 
 
+def test_a_batch_shared_between_parallel_calls_keeps_its_order(embedder: embed.Embedder) -> None:
+    texts = [f"ticket MT-{1000 + i} " + "about the pump seal " * (i % 7) for i in range(150)]
+    batch = embedder.embed_passages(texts)
+    one_by_one = np.vstack([embedder.embed_passages([t]) for t in texts])
+    np.testing.assert_allclose(batch, one_by_one, atol=1e-5)
+
+
 def test_a_paraphrase_beats_an_unrelated_sentence(embedder: embed.Embedder) -> None:
     query = embedder.embed_query("the work order for the pump leak")
     paraphrase, unrelated = embedder.embed_passages(

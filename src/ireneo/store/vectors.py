@@ -15,6 +15,7 @@ import numpy as np
 
 from ireneo.env import usable_cores
 
+_QUANTIZE_ROWS = 4096
 _CENTRE = 128  # codes are stored as uint8, value + 128: onnxruntime's fast 8-bit product is u8 x s8
 
 
@@ -43,7 +44,11 @@ class VectorIndex:
         """This index with rows appended, whose ids all follow the last one held."""
         if len(ids) == 0:
             return self
-        codes, scales = _quantize(vectors)
+        codes = np.empty(vectors.shape, dtype=np.uint8)
+        scales = np.empty(len(vectors), dtype=np.float32)
+        for start in range(0, len(vectors), _QUANTIZE_ROWS):  # float temporaries stay small
+            rows = slice(start, start + _QUANTIZE_ROWS)
+            codes[rows], scales[rows] = _quantize(vectors[rows])
         if len(self.ids):
             codes, scales = np.vstack([self._codes, codes]), np.concatenate([self._scales, scales])
         return VectorIndex(np.concatenate([self.ids, ids]), codes, scales)
