@@ -8,7 +8,8 @@ the Python API, as a backfill would), starts `ireneo serve` as its own process o
 warms it up, then times `--calls` tool calls made one after another by the official MCP client
 (fastmcp.Client over streamable HTTP, one client kept open) with short identifier queries. Prints
 one JSON document: p50/p95/max milliseconds per call as the client sees it, the median time
-inside the tool (from the server's own log), and the server's RSS (idle, after, peak).
+inside the tool (from the server's own log), the median tools/list after each call (the round
+trip without a tool run), and the server's RSS (idle, after, peak).
 The work directory defaults to a fresh temporary one; `--work DIR` reuses a memory built before.
 """
 
@@ -139,10 +140,14 @@ def rss_kb(pid: int) -> tuple[int, int]:
     return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
 
 
-async def measure(url: str, token: str, queries: list[str], calls: int, warmup: int) -> list[float]:
+async def measure(
+    url: str, token: str, queries: list[str], calls: int, warmup: int
+) -> tuple[list[float], list[float]]:
+    """Milliseconds per recall call, and per tools/list after it (the same round trip with no
+    tool run: what HTTP, authentication and the protocol cost; this server answers no ping)."""
     from fastmcp import Client
 
-    times = []
+    times, listings = [], []
     async with Client(url, auth=token, timeout=60) as client:
         for i in range(warmup + calls):
             query = queries[i % len(queries)]
@@ -150,9 +155,13 @@ async def measure(url: str, token: str, queries: list[str], calls: int, warmup: 
             result = await client.call_tool("recall_my_conversations", {"query": query})
             elapsed = (time.perf_counter() - started) * 1000
             assert not result.is_error
+            started = time.perf_counter()
+            await client.list_tools()
+            listing = (time.perf_counter() - started) * 1000
             if i >= warmup:
                 times.append(elapsed)
-    return times
+                listings.append(listing)
+    return times, listings
 
 
 def main() -> None:
@@ -210,7 +219,7 @@ def main() -> None:
             text=True,
             check=True,
         ).stdout.strip()
-        times = asyncio.run(
+        times, listings = asyncio.run(
             measure(f"http://127.0.0.1:{port}/mcp", token, queries, args.calls, args.warmup)
         )
         rss, peak = rss_kb(server.pid)
@@ -237,6 +246,7 @@ def main() -> None:
                 "p95_ms": round(times[int(0.95 * (len(times) - 1))], 2),
                 "max_ms": round(times[-1], 2),
                 "p50_in_tool_ms": round(statistics.median(inside), 2) if inside else None,
+                "p50_list_tools_ms": round(statistics.median(listings), 2),
                 "server_rss_idle_mb": round(idle_rss / 1024, 1),
                 "server_rss_mb": round(rss / 1024, 1),
                 "server_rss_peak_mb": round(peak / 1024, 1),

@@ -105,8 +105,8 @@ def window_scores(
     fusion: Fusion,
 ) -> dict[tuple[str, int], Score]:
     """The fused scores of every candidate window, keyed by its centre `(session_id, seq)`."""
-    # The query's vector is computed on another core while the store finds lexical candidates:
-    # both release the GIL, and each takes a few milliseconds.
+    # The query's vector is computed on another core while the store finds the lexical
+    # candidates and their neighbourhoods: both release the GIL, each takes a few milliseconds.
     embedding = pool("query").submit(embed_query, query) if embed_query is not None else None
     words = query_terms(query)
     stats = store.term_stats(words) if words else TermStats(0, 0.0, {})
@@ -114,12 +114,19 @@ def window_scores(
     seeds = {
         pid for pid, _ in store.lexical_search(selective(words, stats), fusion.candidates, filters)
     }
+    near = store.passages_near(sorted(seeds), 2 * radius)
     vector = embedding.result() if embedding is not None else None
     if vector is not None:
-        seeds.update(pid for pid, _ in store.dense_search(vector, fusion.candidates, filters))
+        dense = {pid for pid, _ in store.dense_search(vector, fusion.candidates, filters)}
+        known = {p.passage_id for p in near}
+        near += [
+            p
+            for p in store.passages_near(sorted(dense - seeds), 2 * radius)
+            if p.passage_id not in known
+        ]
+        seeds |= dense
     if not seeds:
         return {}
-    near = store.passages_near(sorted(seeds), 2 * radius)
     if not filters.include_echoes:  # an echo neither is a hit nor lends its words to a window
         near = [p for p in near if not p.echo]
     if filters.block_types:

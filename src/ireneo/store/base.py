@@ -12,6 +12,7 @@ import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 
 import numpy as np
 
@@ -65,8 +66,7 @@ class Filters:
         return self == Filters(include_echoes=self.include_echoes)
 
 
-@dataclass(frozen=True)
-class NearPassage:
+class NearPassage(NamedTuple):  # a tuple: recall builds hundreds of these per query
     passage_id: int
     session_id: str
     seq: int
