@@ -105,36 +105,56 @@ def window_scores(
     fusion: Fusion,
 ) -> dict[tuple[str, int], Score]:
     """The fused scores of every candidate window, keyed by its centre `(session_id, seq)`."""
-    # The query's vector is computed on another core while the store finds the lexical
-    # candidates and their neighbourhoods: both release the GIL, each takes a few milliseconds.
-    embedding = pool("query").submit(embed_query, query) if embed_query is not None else None
+    # The query's vector is computed, and the dense candidates found, on another core while
+    # the lexical candidates' neighbourhoods are read and counted here: inference and the store
+    # release the GIL, and each side takes a few milliseconds.
+    dense = pool("query").submit(_dense_seeds, store, embed_query, query, filters, fusion)
     words = query_terms(query)
     stats = store.term_stats(words) if words else TermStats(0, 0.0, {})
     lexical = LexicalQuery.build(query, words, stats, fusion)
     seeds = {
         pid for pid, _ in store.lexical_search(selective(words, stats), fusion.candidates, filters)
     }
-    near = store.passages_near(sorted(seeds), 2 * radius)
-    vector = embedding.result() if embedding is not None else None
-    if vector is not None:
-        dense = {pid for pid, _ in store.dense_search(vector, fusion.candidates, filters)}
+    near = _visible(store.passages_near(sorted(seeds), 2 * radius), filters)
+    columns = [lexical.columns_in(p.terms) for p in near]
+    vector, dense_seeds = dense.result()
+    if dense_seeds - seeds:
         known = {p.passage_id for p in near}
-        near += [
-            p
-            for p in store.passages_near(sorted(dense - seeds), 2 * radius)
-            if p.passage_id not in known
-        ]
-        seeds |= dense
+        more = _visible(store.passages_near(sorted(dense_seeds - seeds), 2 * radius), filters)
+        more = [p for p in more if p.passage_id not in known]
+        near += more
+        columns += [lexical.columns_in(p.terms) for p in more]
+    seeds |= dense_seeds
     if not seeds:
         return {}
-    if not filters.include_echoes:  # an echo neither is a hit nor lends its words to a window
-        near = [p for p in near if not p.echo]
-    if filters.block_types:
-        near = [p for p in near if p.block_type in filters.block_types]
     cosines = store.dense_scores(vector, [p.passage_id for p in near]) if vector is not None else {}
-    turns = _turn_features(near, lexical, cosines)
+    turns = _turn_features(near, columns, len(lexical.weights), cosines)
     centres = _centres(near, seeds, radius, filters)
     return _fuse_windows(turns, centres, radius, stats, lexical, fusion)
+
+
+def _dense_seeds(
+    store: Store,
+    embed_query: Callable[[str], np.ndarray] | None,
+    query: str,
+    filters: Filters,
+    fusion: Fusion,
+) -> tuple[np.ndarray | None, set[int]]:
+    """The query's vector and the passages nearest to it (none without an embedder)."""
+    if embed_query is None:
+        return None, set()
+    vector = embed_query(query)
+    return vector, {pid for pid, _ in store.dense_search(vector, fusion.candidates, filters)}
+
+
+def _visible(near: list[NearPassage], filters: Filters) -> list[NearPassage]:
+    """What may be scored: an echo neither is a hit nor lends its words to a window."""
+    return [
+        p
+        for p in near
+        if (filters.include_echoes or not p.echo)
+        and (not filters.block_types or p.block_type in filters.block_types)
+    ]
 
 
 @dataclass(frozen=True)
@@ -201,13 +221,18 @@ class _Turns:
 
 
 def _turn_features(
-    near: list[NearPassage], lexical: LexicalQuery, cosines: dict[int, float]
+    near: list[NearPassage],
+    columns: list[tuple[list[int], int]],
+    width: int,
+    cosines: dict[int, float],
 ) -> _Turns:
+    """Per turn: its passages' feature columns (`columns`, aligned with `near`) counted, their
+    lengths summed, their best cosine."""
     row: dict[tuple[str, int], int] = {}
     found: list[list[int]] = []
     lengths: list[int] = []
     best: list[float] = []
-    for passage in near:
+    for passage, (passage_columns, length) in zip(near, columns, strict=True):
         key = (passage.session_id, passage.seq)
         if key not in row:
             row[key] = len(found)
@@ -215,13 +240,11 @@ def _turn_features(
             lengths.append(0)
             best.append(math.nan)
         i = row[key]
-        columns, length = lexical.columns_in(passage.terms)
-        found[i] += columns
+        found[i] += passage_columns
         lengths[i] += length
         cosine = cosines.get(passage.passage_id)
         if cosine is not None and not cosine <= best[i]:  # nan-aware max
             best[i] = cosine
-    width = len(lexical.weights)
     counts = np.zeros((len(found), width))
     for i, columns in enumerate(found):
         if columns:
