@@ -137,12 +137,12 @@ _USE_CALL_TEXTS = 64
 _BLAS = ThreadpoolController()
 
 
-def _threads(default: int | None = None) -> int:
-    """Inference threads: IRENEO_EMBED_THREADS, else default, else every usable core."""
+def _threads() -> int:
+    """Inference threads (or calls side by side): IRENEO_EMBED_THREADS, else every usable core."""
     value = os.environ.get("IRENEO_EMBED_THREADS", "").strip()
     if value.isdigit():
         return max(1, int(value))
-    return default or usable_cores()
+    return usable_cores()
 
 
 # --------------------------------------------------------------------------- vectors
