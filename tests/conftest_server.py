@@ -4,8 +4,11 @@ the official MCP client over streamable HTTP. Imported by the tests/test_server*
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -18,6 +21,7 @@ import jwt
 import uvicorn
 from fastmcp import Client
 
+from ireneo.bench.server_process import free_port
 from ireneo.server.app import ServerState, create_app
 from ireneo.server.auth import mint_token
 from ireneo.server.memories import user_key
@@ -170,3 +174,47 @@ def subprocess_env(**extra: str) -> dict[str, str]:
 
 
 PYTHON = sys.executable
+
+
+def start_server(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
+    """`ireneo serve` as a process of its own on a free port, its output piped; and its URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [PYTHON, "-m", "ireneo.cli", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return process, f"http://127.0.0.1:{port}"
+
+
+def wait_ready(process: subprocess.Popen, url: str, timeout: float = 90) -> None:
+    """Until /health answers 200; fails with the server's output if it exits first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx2.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx2.TransportError:
+            pass
+        assert process.poll() is None, process.stderr.read() if process.stderr else ""
+        assert time.monotonic() < deadline, "server did not start"
+        time.sleep(0.1)
+
+
+def stop_server(process: subprocess.Popen, timeout: float = 30) -> str:
+    """SIGINT, as an operator stops it (SIGKILL after `timeout` s); returns what it wrote to
+    stderr."""
+    process.send_signal(signal.SIGINT)
+    try:
+        _, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        _, stderr = process.communicate()
+    return stderr
+
+
+def json_events(stderr: str) -> list[dict]:
+    """The server's log events: its JSON lines."""
+    return [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]

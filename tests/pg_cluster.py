@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
@@ -19,6 +18,7 @@ from pathlib import Path
 import psycopg
 from psycopg import conninfo, sql
 
+from ireneo.bench.server_process import free_port
 from ireneo.store import pg_schema
 
 PG_BIN = Path(os.environ.get("IRENEO_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
@@ -53,7 +53,7 @@ class Cluster:
         tests run without them."""
         self.dir = Path(tempfile.mkdtemp(prefix="ireneo-pg-"))
         self.data = self.dir / "data"
-        self.port = _free_port()
+        self.port = free_port()
         self._as = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
         if self._as:
             shutil.chown(self.dir, "postgres")
@@ -132,9 +132,3 @@ def prepare(superuser_url: str) -> Database:
     owner_url = conninfo.make_conninfo(database_url, user=OWNER)
     pg_schema.upgrade(owner_url, APP)
     return Database(database_url, owner_url, conninfo.make_conninfo(database_url, user=APP))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

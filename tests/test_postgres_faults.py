@@ -26,13 +26,14 @@ from tests.conftest_server import (
     RunningServer,
     call_tool,
     conversation,
+    json_events,
     make_settings,
+    start_server,
+    stop_server,
     subprocess_env,
+    wait_ready,
 )
 from tests.test_server_postgres import SERVER_ENV, pending, wait_for
-from tests.test_server_postgres import _ready as ready
-from tests.test_server_postgres import _start as start_server
-from tests.test_server_postgres import _stop as stop_server
 
 pytestmark = pytest.mark.slow
 
@@ -117,7 +118,7 @@ def _restart_under_a_server(cluster, database, tmp_path) -> None:
 
     events: list[dict] = []
     try:
-        ready(process, url)
+        wait_ready(process, url)
         assert ingest("before", "The chiller CH-9 tripped on low flow.").status_code == 202
         wait_for(lambda: pending(database.app_url, alice) == 0, 120, "the first turn embedded")
         assert "CH-9" in recall("chiller CH-9")  # loads the model while PostgreSQL is up
@@ -144,7 +145,7 @@ def _restart_under_a_server(cluster, database, tmp_path) -> None:
         assert ingest("later", "The kiln KL-5 was relined.").status_code == 202
         assert "DR-2" in recall("dryer DR-2")
     finally:
-        events = stop_server(process)
+        events = json_events(stop_server(process))
     with psycopg.connect(database.superuser_url, autocommit=True) as conn:
         sessions = conn.execute("SELECT session_id FROM ireneo.sessions ORDER BY 1").fetchall()
     assert sessions == [("after",), ("before",), ("later",)]  # nothing of "during", not even half

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
-import socket
 import subprocess
 import time
 
@@ -28,8 +26,12 @@ from tests.conftest_server import (
     JWT_SECRET,
     PYTHON,
     conversation,
+    json_events,
     refs_in,
+    start_server,
+    stop_server,
     subprocess_env,
+    wait_ready,
 )
 
 TEXTS = [
@@ -151,34 +153,11 @@ def test_serve_refuses_to_start_with_unsafe_settings(monkeypatch, env, message):
     assert message in result.output
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_serve_runs_the_server(tmp_path):
-    port = _free_port()
     env = subprocess_env(IRENEO_HOME=str(tmp_path / "home"), **SERVER_ENV)
-    process = subprocess.Popen(
-        [PYTHON, "-m", "ireneo.cli", "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
+    process, url = start_server(env)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx2.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx2.TransportError:
-                pass
-            assert process.poll() is None, process.stderr.read()
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        wait_ready(process, url, timeout=60)
         body = conversation("budget-1", TEXTS, user="alice")
         response = httpx2.post(
             f"{url}/turns", json=body, headers={"x-ingest-key": INGEST_KEY}, timeout=30
@@ -202,14 +181,9 @@ def test_serve_runs_the_server(tmp_path):
 
         assert "hyperbolic" in asyncio.run(recall())
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            _, stderr = process.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            _, stderr = process.communicate()
+        stderr = stop_server(process, timeout=20)
     assert process.returncode == 0, stderr
-    events = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    events = json_events(stderr)
     assert {"server_start", "ingest", "recall", "server_stop"} <= {e.get("event") for e in events}
     assert all(line.startswith("{") for line in stderr.splitlines() if line.strip())
     for forbidden in ("hyperbolic", minted, INGEST_KEY, '"alice"'):

@@ -4,10 +4,6 @@ at a time across them, and a crashed replica's work picked up by another."""
 from __future__ import annotations
 
 import asyncio
-import json
-import signal
-import socket
-import subprocess
 import time
 import uuid
 
@@ -20,11 +16,14 @@ from ireneo.server.auth import mint_token
 from ireneo.server.memories import user_key
 from tests.conftest_server import (
     INGEST_KEY,
-    PYTHON,
     RunningServer,
     conversation,
+    json_events,
     make_settings,
+    start_server,
+    stop_server,
     subprocess_env,
+    wait_ready,
 )
 
 pytestmark = pytest.mark.slow
@@ -98,47 +97,6 @@ def test_a_held_user_is_not_indexed_until_its_holder_goes_away(pg_database, tmp_
         server.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _start(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    process = subprocess.Popen(
-        [PYTHON, "-m", "ireneo.cli", "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    return process, f"http://127.0.0.1:{port}"
-
-
-def _ready(process: subprocess.Popen, url: str) -> None:
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            if httpx2.get(f"{url}/health", timeout=2).status_code == 200:
-                return
-        except httpx2.TransportError:
-            pass
-        assert process.poll() is None, process.stderr.read() if process.stderr else ""
-        assert time.monotonic() < deadline, "server did not start"
-        time.sleep(0.1)
-
-
-def _stop(process: subprocess.Popen) -> list[dict]:
-    process.send_signal(signal.SIGINT)
-    try:
-        _, stderr = process.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        _, stderr = process.communicate()
-    return [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
-
-
 def test_two_server_processes_share_one_database(pg_database, tmp_path):
     """Ingest on one replica, recall on the other; index runs of one user never overlap."""
     alice = f"alice-{uuid.uuid4().hex[:6]}"
@@ -147,11 +105,11 @@ def test_two_server_processes_share_one_database(pg_database, tmp_path):
         IRENEO_DATABASE_URL=pg_database.app_url,
         **SERVER_ENV,
     )
-    (one, one_url), (two, two_url) = _start(env), _start(env)
+    (one, one_url), (two, two_url) = start_server(env), start_server(env)
     events: list[dict] = []
     try:
-        _ready(one, one_url)
-        _ready(two, two_url)
+        wait_ready(one, one_url)
+        wait_ready(two, two_url)
         # bursts on both replicas, so both find the same user's job due
         for i in range(12):
             url = one_url if i % 2 == 0 else two_url
@@ -176,7 +134,7 @@ def test_two_server_processes_share_one_database(pg_database, tmp_path):
 
         answers = [asyncio.run(recall(two_url)), asyncio.run(recall(one_url))]
     finally:
-        events = _stop(one) + _stop(two)
+        events = json_events(stop_server(one)) + json_events(stop_server(two))
     recalls = [e for e in events if e.get("event") == "recall"]
     assert all("CV-407" in answer for answer in answers), (answers, recalls)
     runs = sorted(
