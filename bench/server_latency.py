@@ -20,10 +20,7 @@ import asyncio
 import json
 import os
 import random
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,12 +31,11 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 sys.path.insert(0, str(SRC))
 
 from ireneo import Memory  # noqa: E402
+from ireneo.bench.server_process import ServerProcess  # noqa: E402
 from ireneo.formats.gateway import parse_gateway_body  # noqa: E402
 from ireneo.server.memories import user_key  # noqa: E402
 
 USER = "bench-user"
-INGEST_KEY = "bench-ingest-key-0123456789"
-SECRET = "bench-jwt-secret-" + "0123456789abcdef" * 3
 SITES = ["North", "South", "East", "West", "Harbour", "Ridge", "Valley", "Delta", "Mesa", "Cove"]
 KINDS = ["pump", "compressor", "conveyor", "boiler", "mixer", "press", "turbine", "chiller"]
 PEOPLE = ["Priya", "Tomas", "Aiko", "Marta", "Sven", "Lena", "Omar", "Ravi", "Chen", "Nadia"]
@@ -126,12 +122,6 @@ def build(home: Path, conversations: int, seed: int) -> list[str]:
     return queries
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def rss_kb(pid: int) -> tuple[int, int]:
     fields = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -180,56 +170,18 @@ def main() -> None:
     build_s = time.monotonic() - started
     random.Random(args.seed + 1).shuffle(queries)
 
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IRENEO_")}
-    env.update(
-        PYTHONPATH=str(SRC),
-        IRENEO_HOME=str(home),
-        IRENEO_INGEST_KEY=INGEST_KEY,
-        IRENEO_JWT_SECRET=SECRET,
-        IRENEO_JWT_ISSUER="bench",
-        IRENEO_JWT_AUDIENCE="ireneo",
-    )
     log_path = work / f"server-{args.conversations}.log"
-    log_file = log_path.open("w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "ireneo.cli", "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=log_file,
-    )
+    log_path.unlink(missing_ok=True)  # the tool times below are read back from this run's log
+    server = ServerProcess(home, log_path=log_path)
     try:
-        import httpx2
-
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx2.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                    break
-            except httpx2.TransportError:
-                pass
-            if time.monotonic() > deadline or server.poll() is not None:
-                raise SystemExit("the server did not start")
-            time.sleep(0.1)
-        idle_rss, _ = rss_kb(server.pid)
-        token = subprocess.run(
-            [sys.executable, "-m", "ireneo.cli", "token", "--user", USER],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        server.start()
+        idle_rss, _ = rss_kb(server.process.pid)
         times, listings = asyncio.run(
-            measure(f"http://127.0.0.1:{port}/mcp", token, queries, args.calls, args.warmup)
+            measure(f"{server.url}/mcp", server.token(USER), queries, args.calls, args.warmup)
         )
-        rss, peak = rss_kb(server.pid)
+        rss, peak = rss_kb(server.process.pid)
     finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log_file.close()
+        server.stop()
     events = [
         json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")
     ]
