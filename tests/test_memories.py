@@ -398,6 +398,7 @@ def test_a_memory_written_before_migration_2_opens_and_recalls_the_same(home, tm
         DROP TABLE memory_tags; DROP TABLE memories; DROP TABLE forget_log;
         DROP TABLE returned; ALTER TABLE turns DROP COLUMN echo;
         DROP TRIGGER passages_df_ai; DROP TRIGGER passages_df_ad; DROP TABLE term_df;
+        DROP TRIGGER passages_counted_ad; ALTER TABLE corpus DROP COLUMN passage_deletes;
         DELETE FROM migrations WHERE version > 1;
         """
     )

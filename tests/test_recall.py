@@ -166,3 +166,20 @@ def test_the_relevance_floor_keeps_the_answers(history):
         for query in (question.long, question.short):
             sessions = [hit.session_id for hit in memory.recall(query, k=8)]
             assert question.session_id in sessions, query
+
+
+def test_turn_windows_reads_several_ranges_at_once(memory, tmp_path):
+    conversation(tmp_path, "a", ["a0", "a1", "a2", "a3"])
+    conversation(tmp_path, "b", ["b0", "b1"])
+    memory.index([tmp_path])
+    windows = memory.store.turn_windows(
+        [("b", 1, 5), ("a", None, 1), ("none", 0, 9), ("a", 2, None)]
+    )
+    assert [[(t.session_id, t.seq) for t in turns] for turns in windows] == [
+        [("b", 1)],
+        [("a", 0), ("a", 1)],
+        [],
+        [("a", 2), ("a", 3)],
+    ]
+    assert memory.store.turn_windows([]) == []
+    assert [t.text for t in memory.store.get_turns("a", 1, 2)] == ["a1", "a2"]

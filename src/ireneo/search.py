@@ -1,7 +1,8 @@
 """Hybrid recall: lexical and dense candidates, scored as the windows a person will read.
 
-1. Candidates: the store proposes passages matching the query's rarer terms (FTS5 / full text)
-   and the passages nearest to the query vector (exact cosine).
+1. Candidates: the passages BM25 ranks best for the query's rarer terms and the passages
+   nearest to the query vector (exact cosine), both from the store's copies in RAM
+   (store/layout.py, store/vectors.py).
 2. Windows: a hit is shown as a turn with its neighbours (seq ± radius), so that is what gets
    scored. Every turn near a candidate becomes a possible centre; its window's BM25 is computed
    here from the store's term statistics, and its dense score is the best cosine inside it.
@@ -29,13 +30,14 @@ import numpy as np
 
 from ireneo.analyze import query_terms, terms
 from ireneo.model import Hit
-from ireneo.store import Filters, NearPassage, Store, TermStats
+from ireneo.store import Filters, Store, TermStats
+from ireneo.store.base import BM25_B, BM25_K1
+from ireneo.store.layout import PassageLayout
 from ireneo.workers import pool
 
 CANDIDATES = 40
 MIN_PASSAGES_FOR_FLOOR = 1000
 CANDIDATE_SHARE = 0.05  # lexical candidates: the rarest terms' postings, up to 5% of passages
-BM25_K1, BM25_B = 1.2, 0.75
 
 
 class Score(NamedTuple):
@@ -105,32 +107,46 @@ def window_scores(
     fusion: Fusion,
 ) -> dict[tuple[str, int], Score]:
     """The fused scores of every candidate window, keyed by its centre `(session_id, seq)`."""
+    layout = store.layout()
     # The query's vector is computed, and the dense candidates found, on another core while
-    # the lexical candidates' neighbourhoods are read and counted here: inference and the store
-    # release the GIL, and each side takes a few milliseconds.
+    # the lexical candidates are found and their neighbourhoods counted here: inference and the
+    # store release the GIL, and each side takes a few milliseconds.
     dense = pool("query").submit(_dense_seeds, store, embed_query, query, filters, fusion)
     words = query_terms(query)
     stats = store.term_stats(words) if words else TermStats(0, 0.0, {})
-    lexical = LexicalQuery.build(query, words, stats, fusion)
-    seeds = {
-        pid for pid, _ in store.lexical_search(selective(words, stats), fusion.candidates, filters)
-    }
-    near = _visible(store.passages_near(sorted(seeds), 2 * radius), filters)
-    columns = [lexical.columns_in(p.terms) for p in near]
-    vector, dense_seeds = dense.result()
-    if dense_seeds - seeds:
-        known = {p.passage_id for p in near}
-        more = _visible(store.passages_near(sorted(dense_seeds - seeds), 2 * radius), filters)
-        more = [p for p in more if p.passage_id not in known]
-        near += more
-        columns += [lexical.columns_in(p.terms) for p in more]
-    seeds |= dense_seeds
-    if not seeds:
+    lexical = LexicalQuery.build(query, words, stats, fusion, layout)
+    rarer = selective(words, stats)
+    seeds = layout.bm25(
+        layout.term_ids(rarer),
+        np.array([_idf(stats, w) for w in rarer]),
+        stats.average_length,
+        fusion.candidates,
+        filters,
+    )
+    near = layout.visible(layout.near(seeds, 2 * radius), filters)
+    counts = _counts(layout, near, lexical)
+    vector, dense_found = dense.result()
+    # a passage embedded but not yet in this layout (stored meanwhile) waits for the next query
+    dense_seeds = layout.positions(dense_found)
+    more = np.setdiff1d(layout.visible(layout.near(dense_seeds, 2 * radius), filters), near)
+    if len(more):
+        near = np.concatenate([near, more])
+        counts = np.vstack([counts, _counts(layout, more, lexical)])
+    seeds = np.union1d(seeds, dense_seeds)
+    if not len(seeds):
         return {}
-    cosines = store.dense_scores(vector, [p.passage_id for p in near]) if vector is not None else {}
-    turns = _turn_features(near, columns, len(lexical.weights), cosines)
-    centres = _centres(near, seeds, radius, filters)
-    return _fuse_windows(turns, centres, radius, stats, lexical, fusion)
+    cosines = (
+        store.dense_scores(vector, layout.ids[near])
+        if vector is not None
+        else np.full(len(near), math.nan)
+    )
+    turns = _turn_features(layout, near, counts, cosines)
+    centres = _centres(layout, near, seeds, radius, filters)
+    keys, window, own = _fuse_windows(turns, centres, radius, stats, lexical, fusion)
+    return {
+        layout.turn(key): Score(w, o)
+        for key, w, o in zip(keys.tolist(), window.tolist(), own.tolist(), strict=True)
+    }
 
 
 def _dense_seeds(
@@ -139,70 +155,71 @@ def _dense_seeds(
     query: str,
     filters: Filters,
     fusion: Fusion,
-) -> tuple[np.ndarray | None, set[int]]:
+) -> tuple[np.ndarray | None, list[int]]:
     """The query's vector and the passages nearest to it (none without an embedder)."""
     if embed_query is None:
-        return None, set()
+        return None, []
     vector = embed_query(query)
-    return vector, {pid for pid, _ in store.dense_search(vector, fusion.candidates, filters)}
-
-
-def _visible(near: list[NearPassage], filters: Filters) -> list[NearPassage]:
-    """What may be scored: an echo neither is a hit nor lends its words to a window."""
-    return [
-        p
-        for p in near
-        if (filters.include_echoes or not p.echo)
-        and (not filters.block_types or p.block_type in filters.block_types)
-    ]
+    return vector, [pid for pid, _ in store.dense_search(vector, fusion.candidates, filters)]
 
 
 @dataclass(frozen=True)
 class LexicalQuery:
     """What BM25 counts: the query's terms, then its adjacent pairs, each with its weight."""
 
-    features: dict[str, int]  # term or "first second" pair -> column
-    pair_starts: frozenset[str]  # first terms of the pairs, to skip most positions quickly
+    term_ids: np.ndarray  # the layout's ids of the terms and pairs counted, ascending
+    columns: np.ndarray  # the column of each
     weights: np.ndarray  # per column: IDF, boosted for identifiers, scaled down for pairs
     words: int  # the first `words` columns are terms, the rest pairs
     mass: float  # the terms' weights, with the words this memory lacks at the rarest's IDF
     passages: int  # in the memory: IDF means little in a small one
 
     @classmethod
-    def build(cls, query: str, words: list[str], stats: TermStats, fusion: Fusion) -> LexicalQuery:
+    def build(
+        cls, query: str, words: list[str], stats: TermStats, fusion: Fusion, layout: PassageLayout
+    ) -> LexicalQuery:
         known = [w for w in terms(query) if stats.document_frequency.get(w)]
-        pairs = list(dict.fromkeys(f"{a} {b}" for a, b in pairwise(known) if a != b))
+        pairs = list(dict.fromkeys((a, b) for a, b in pairwise(known) if a != b))
         if not fusion.pair_weight:
             pairs = []
         boosts = [1 + fusion.identifier_boost * _is_identifier(w) for w in words]
         weights = [_idf(stats, w) * boost for w, boost in zip(words, boosts, strict=True)]
         rarest = math.log(1 + (stats.passages + 0.5) / 0.5)
         mass = sum(weight or rarest * boost for weight, boost in zip(weights, boosts, strict=True))
-        weights += [
-            fusion.pair_weight * max(_idf(stats, w) for w in pair.split(" ")) for pair in pairs
+        weights += [fusion.pair_weight * max(_idf(stats, w) for w in pair) for pair in pairs]
+        ids = layout.term_ids(words) + [
+            _pair_id(first, second) for first, second in map(layout.term_ids, pairs)
         ]
+        known_ids = {i: column for column, i in enumerate(ids) if i >= 0}
+        order = sorted(known_ids)
         return cls(
-            {feature: i for i, feature in enumerate(words + pairs)},
-            frozenset(pair.split(" ")[0] for pair in pairs),
+            np.array(order, dtype=np.int64),
+            np.array([known_ids[i] for i in order], dtype=np.int64),
             np.array(weights, dtype=float),
             len(words),
             mass,
             stats.passages,
         )
 
-    def columns_in(self, text_terms: str) -> tuple[list[int], int]:
-        """The columns of the features in a passage's terms, once per occurrence; its length."""
-        words = text_terms.split()
-        columns = self.features
-        found = [columns[word] for word in words if word in columns]
-        if self.pair_starts:
-            starts = self.pair_starts
-            found += [
-                column
-                for first, second in pairwise(words)
-                if first in starts and (column := columns.get(f"{first} {second}")) is not None
-            ]
-        return found, len(words)
+    def found(self, tokens: np.ndarray, followed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where the query's terms and pairs occur in a run of term ids (`followed`: the next
+        id is the same passage's), and their columns: once per occurrence."""
+        if not len(self.term_ids) or not len(tokens):
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        tokens = tokens.astype(np.int64)
+        pairs = np.where(followed[:-1], (tokens[:-1] + 1) * _PAIR + tokens[1:], -1)
+        where = np.concatenate([np.arange(len(tokens)), np.arange(len(pairs))])
+        ids = np.concatenate([tokens, pairs])
+        slot = np.minimum(np.searchsorted(self.term_ids, ids), len(self.term_ids) - 1)
+        hit = self.term_ids[slot] == ids
+        return where[hit], self.columns[slot[hit]]
+
+
+_PAIR = 2**31  # a pair's id: (first + 1) * _PAIR + second, above every term id
+
+
+def _pair_id(first: int, second: int) -> int:
+    return (first + 1) * _PAIR + second if first >= 0 and second >= 0 else -1
 
 
 def _is_identifier(term: str) -> bool:
@@ -214,102 +231,72 @@ def _is_identifier(term: str) -> bool:
 class _Turns:
     """The lexical and dense features of the turns near the candidates, one row per turn."""
 
-    row: dict[tuple[str, int], int]  # (session_id, seq) -> row
+    keys: np.ndarray  # the layout's turn keys, ascending
     counts: np.ndarray  # occurrences of each lexical feature
     lengths: np.ndarray  # terms in the turn
     cosines: np.ndarray  # best cosine of its passages; nan when none is embedded yet
 
 
+def _counts(layout: PassageLayout, near: np.ndarray, lexical: LexicalQuery) -> np.ndarray:
+    """How often each of the query's terms and pairs occurs in each passage at `near`."""
+    tokens, owner, followed = layout.tokens_of(near)
+    where, columns = lexical.found(tokens, followed)
+    width = len(lexical.weights)
+    return np.bincount(owner[where] * width + columns, minlength=len(near) * width).reshape(
+        len(near), width
+    )
+
+
 def _turn_features(
-    near: list[NearPassage],
-    columns: list[tuple[list[int], int]],
-    width: int,
-    cosines: dict[int, float],
+    layout: PassageLayout, near: np.ndarray, counts: np.ndarray, cosines: np.ndarray
 ) -> _Turns:
-    """Per turn: its passages' feature columns (`columns`, aligned with `near`) counted, their
-    lengths summed, their best cosine."""
-    row: dict[tuple[str, int], int] = {}
-    found: list[list[int]] = []
-    lengths: list[int] = []
-    best: list[float] = []
-    for passage, (passage_columns, length) in zip(near, columns, strict=True):
-        key = (passage.session_id, passage.seq)
-        if key not in row:
-            row[key] = len(found)
-            found.append([])
-            lengths.append(0)
-            best.append(math.nan)
-        i = row[key]
-        found[i] += passage_columns
-        lengths[i] += length
-        cosine = cosines.get(passage.passage_id)
-        if cosine is not None and not cosine <= best[i]:  # nan-aware max
-            best[i] = cosine
-    counts = np.zeros((len(found), width))
-    for i, columns in enumerate(found):
-        if columns:
-            counts[i] = np.bincount(columns, minlength=width)
-    return _Turns(row, counts, np.array(lengths, dtype=float), np.array(best, dtype=float))
+    """Per turn of the passages at `near`: their feature counts summed, their lengths summed,
+    their best cosine (`cosines`: the passages', nan where none is embedded yet)."""
+    keys, turn_of = np.unique(layout.turn_keys[near], return_inverse=True)
+    turn_counts = np.zeros((len(keys), counts.shape[1]))
+    np.add.at(turn_counts, turn_of, counts)
+    lengths = np.bincount(turn_of, weights=layout.lengths[near], minlength=len(keys))
+    best = np.full(len(keys), math.nan)
+    np.fmax.at(best, turn_of, cosines)  # nan only where no passage is embedded yet
+    return _Turns(keys, turn_counts, lengths, best)
 
 
 def _centres(
-    near: list[NearPassage], seeds: set[int], radius: int, filters: Filters
-) -> set[tuple[str, int]]:
-    """Turns within `radius` of a seed that the filters admit as hits."""
-    seed_turns = {(p.session_id, p.seq) for p in near if p.passage_id in seeds}
-    admitted = {(p.session_id, p.seq) for p in near if _admits(filters, p)}
-    return {
-        (session_id, seq + offset)
-        for session_id, seq in seed_turns
-        for offset in range(-radius, radius + 1)
-        if (session_id, seq + offset) in admitted
-    }
-
-
-def _admits(filters: Filters, passage: NearPassage) -> bool:
-    return (
-        (filters.since is None or passage.ts >= filters.since)
-        and (filters.until is None or passage.ts <= filters.until)
-        and (filters.role is None or passage.role == filters.role)
-        and (filters.session_id is None or passage.session_id == filters.session_id)
-    )
+    layout: PassageLayout, near: np.ndarray, seeds: np.ndarray, radius: int, filters: Filters
+) -> np.ndarray:
+    """Turn keys within `radius` of a seed that the filters admit as hits, ascending."""
+    seed_turns = np.unique(layout.turn_keys[near[np.isin(near, seeds)]])
+    admitted = np.unique(layout.turn_keys[near[layout.admitted(near, filters)]])
+    around = np.unique((seed_turns[:, None] + np.arange(-radius, radius + 1)).ravel())
+    return around[np.isin(around, admitted)]
 
 
 def _fuse_windows(
     turns: _Turns,
-    centres: set[tuple[str, int]],
+    centres: np.ndarray,
     radius: int,
     stats: TermStats,
     lexical: LexicalQuery,
     fusion: Fusion,
-) -> dict[tuple[str, int], Score]:
-    if not centres:
-        return {}
-    keys = sorted(centres)
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The windows kept, as their centres' turn keys, with their scores and their centres'."""
+    if not len(centres):
+        return centres, np.zeros(0), np.zeros(0)
     weights = lexical.weights
     average = stats.average_length or 1.0
     # One more row stands for a turn past either end of its conversation: counted as an
     # average turn with no words, so a conversation's first or last window is no shorter.
-    absent = len(turns.row)
+    absent = len(turns.keys)
     counts = np.vstack([turns.counts, np.zeros((1, len(weights)))])
     lengths = np.append(turns.lengths, average)
     cosines = np.append(turns.cosines, math.nan)
-    members = np.array(
-        [
-            [
-                turns.row.get((session_id, seq + offset), absent)
-                for offset in range(-radius, radius + 1)
-            ]
-            for session_id, seq in keys
-        ]
-    )
+    wanted = centres[:, None] + np.arange(-radius, radius + 1)
+    slot = np.minimum(np.searchsorted(turns.keys, wanted), absent - 1)
+    members = np.where(turns.keys[slot] == wanted, slot, absent)
     window_counts = counts[members].sum(axis=1)
     window_length = lengths[members].sum(axis=1)
     window_cosine = np.fmax.reduce(cosines[members], axis=1)  # nan only where none is embedded
     relevant = _relevant(window_counts, window_cosine, lexical, fusion)
-    if not relevant.any():
-        return {}
-    keys = [key for key, keep in zip(keys, relevant.tolist(), strict=True) if keep]
     centre = members[relevant, radius]
     window = _mix(
         _bm25(
@@ -323,7 +310,7 @@ def _fuse_windows(
         cosines[centre],
         fusion.lexical_weight,
     )
-    return {key: Score(w, c) for key, w, c in zip(keys, window.tolist(), own.tolist(), strict=True)}
+    return centres[relevant], window, own
 
 
 def _relevant(
@@ -400,22 +387,27 @@ def build_hits(
     Inside a winning window the turn that matched best on its own is the hit; the context is
     its neighbours together with the rest of the window, so the evidence the window was ranked
     on is all shown. A window whose turns are already shown in a better hit is skipped.
+    The turns of every hit are read at once; a turn forgotten since it was scored is left out.
     """
     ranked = sorted(scores.items(), key=lambda item: (-item[1].window, item[0]))
-    hits: list[Hit] = []
+    chosen: list[tuple[str, int, Score, int, int]] = []
     shown: set[tuple[str, int]] = set()
     for (session_id, seq), score in ranked:
-        if len(hits) == k:
+        if len(chosen) == k:
             break
         near = [s for s in range(seq - radius, seq + radius + 1) if (session_id, s) in scores]
         best = max(near, key=lambda s: (scores[(session_id, s)].own, -abs(s - seq)))
         if (session_id, seq) in shown or (session_id, best) in shown:
             continue
-        turns = store.get_turns(session_id, min(seq, best) - radius, max(seq, best) + radius)
+        first, last = min(seq, best) - radius, max(seq, best) + radius
+        shown.update((session_id, s) for s in range(first, last + 1))
+        chosen.append((session_id, best, score, first, last))
+    windows = store.turn_windows([(sid, first, last) for sid, _, _, first, last in chosen])
+    hits: list[Hit] = []
+    for (session_id, best, score, _, _), turns in zip(chosen, windows, strict=True):
         hit = next((t for t in turns if t.seq == best), None)
         if hit is None:  # forgotten between the two queries
             continue
-        shown.update((session_id, t.seq) for t in turns)
         context = [
             t.as_context() for t in turns if t.seq != best and (include_echoes or not t.echo)
         ]

@@ -277,8 +277,8 @@ class CrashRun:
                 turn_text(conversation.user, conversation.number, k)
             )
             near = memory.store.dense_search(query, 10, Filters())
-            found = memory.store.passages_near([pid for pid, _ in near], 0)
-            if any(p.session_id == conversation.conversation_id and p.seq == k for p in found):
+            found = memory.store.layout().turns_of(pid for pid, _ in near).values()
+            if (conversation.conversation_id, k) in found:
                 self.report.meaning_found += 1
             else:
                 self.report.problems.append(

@@ -101,10 +101,7 @@ def method_funes_rrf(memory: Memory, query: str, k: int) -> list[Hit]:
 
 def _turn_hits(memory: Memory, passage_scores: list[tuple[int, float]], k: int) -> list[Hit]:
     """A baseline's passage ranking as hits: each turn scored by its best passage."""
-    where = {
-        p.passage_id: (p.session_id, p.seq)
-        for p in memory.store.passages_near([pid for pid, _ in passage_scores], 0)
-    }
+    where = memory.store.layout().turns_of(pid for pid, _ in passage_scores)
     turns: dict[tuple[str, int], float] = {}
     for pid, score in passage_scores:
         key = where[pid]

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 from ireneo.store.base import (
     Filters,
-    NearPassage,
     PassageDraft,
     SourceState,
     Status,
@@ -43,7 +42,6 @@ def open_store(
 
 __all__ = [
     "Filters",
-    "NearPassage",
     "PassageDraft",
     "SourceState",
     "Status",

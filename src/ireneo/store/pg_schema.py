@@ -233,6 +233,21 @@ MIGRATIONS: list[str] = [
     CREATE INDEX returned_turn ON returned (user_id, turn_id);
     """
     + "".join(_USER_POLICY.format(table=table) for table in USER_TABLES[-2:]),
+    # 3: deleted passages counted, so each replica's in-memory layout of a user's passages
+    # (store/layout.py) notices a deletion without a scan. Named to fire before
+    # passages_removed, so the corpus row is still the first row a writer locks.
+    """
+    ALTER TABLE corpus ADD COLUMN passage_deletes bigint NOT NULL DEFAULT 0;
+    CREATE FUNCTION passages_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        UPDATE corpus c SET passage_deletes = c.passage_deletes + d.n
+        FROM (SELECT user_id, count(*) AS n FROM changed GROUP BY user_id ORDER BY user_id) d
+        WHERE c.user_id = d.user_id;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER passages_deleted AFTER DELETE ON passages
+        REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION passages_deleted();
+    """,
 ]
 
 

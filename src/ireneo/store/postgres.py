@@ -8,11 +8,12 @@ its policies are in pg_schema.py.
 
 Search: the passages' analysed terms are kept in an inverted index (`passage_terms`); lexical
 candidates are ranked by BM25 in SQL from the per-user statistics that triggers keep in
-`term_df` and `corpus` (pg_schema.py says why not a GIN index). Dense search is exact, as in the embedded store, over a float32 matrix of
-the user's vectors kept in memory and brought up to date from counters in `corpus` (measured at
-60,000 vectors of 384 dimensions: numpy ~3-20 ms against ~70-105 ms for pgvector's exact
+`term_df` and `corpus` (pg_schema.py says why not a GIN index). Dense search is exact, as in the
+embedded store, over a copy of the user's vectors kept in memory (store/vectors.py; measured at
+60,000 vectors of 384 dimensions: ~3-20 ms against ~70-105 ms for pgvector's exact
 `ORDER BY embedding <#> query`; an approximate index over every user's vectors loses rows under a
-user filter). Vectors are pgvector `vector`s, normalised (inner product = cosine).
+user filter), and so is where each passage sits (store/layout.py); both are brought up to date
+from counters in `corpus`. Vectors are pgvector `vector`s, normalised (inner product = cosine).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from ireneo.errors import StorageFull
 from ireneo.model import SessionSummary, Turn
 from ireneo.store import pg_schema
 from ireneo.store.base import (
+    BM25_B,
+    BM25_K1,
     AuditEntry,
     Filters,
     Forgotten,
@@ -41,7 +44,6 @@ from ireneo.store.base import (
     MemoryFilter,
     MemoryRecord,
     MemoryWrite,
-    NearPassage,
     PassageDraft,
     SourceState,
     Status,
@@ -50,6 +52,7 @@ from ireneo.store.base import (
     TermStats,
     conversation_digest,
 )
+from ireneo.store.layout import LayoutKeeper, PassageLayout, PassageRow
 from ireneo.store.rows import blocks, blocks_json, digit_terms, first_words, session_ref
 from ireneo.store.vectors import VectorIndex
 
@@ -59,7 +62,6 @@ _SCOPE = (
     f"set_config('search_path', '{pg_schema.SCHEMA}, public', true), "
     "set_config('TimeZone', 'UTC', true)"
 )
-BM25_K1, BM25_B = 1.2, 0.75
 
 
 class SchemaOutdated(RuntimeError):
@@ -159,6 +161,7 @@ class PostgresStore(Store):
         self._vector_lock = threading.Lock()
         self._index = VectorIndex()
         self._vector_deletes = -1
+        self._layout = LayoutKeeper()
         with self._transaction() as cur:
             cur.execute("INSERT INTO users VALUES (%s) ON CONFLICT DO NOTHING", (self.user,))
             cur.execute(
@@ -415,30 +418,24 @@ class PostgresStore(Store):
         passages, total = row if row else (0, 0)
         return TermStats(passages, total / passages if passages else 0.0, df)
 
-    def passages_near(self, passage_ids: list[int], reach: int) -> list[NearPassage]:
-        if not passage_ids:
-            return []
-        with self._transaction() as cur:
-            seeds = cur.execute(
-                "SELECT DISTINCT t.session_id, t.seq FROM passages p JOIN turns t "
-                "ON t.user_id = p.user_id AND t.id = p.turn_id "
-                "WHERE p.user_id = %s AND p.id = ANY(%s::bigint[])",
-                (self.user, list(passage_ids)),
-            ).fetchall()
-            # the turns around each seed, named one by one: plain index lookups whatever the
-            # planner believes about a user it has no statistics for yet
-            near = sorted({(sid, seq + d) for sid, seq in seeds for d in range(-reach, reach + 1)})
-            rows = cur.execute(
-                "SELECT p.id, t.session_id, t.seq, t.ts, t.role, p.block_type, p.terms, t.echo "
-                "FROM unnest(%s::text[], %s::int[]) AS k(session_id, seq) "
-                "JOIN turns t ON t.user_id = %s AND t.session_id = k.session_id AND t.seq = k.seq "
-                "JOIN passages p ON p.user_id = t.user_id AND p.turn_id = t.id",
-                ([sid for sid, _ in near], [seq for _, seq in near], self.user),
-            ).fetchall()
-        return [
-            NearPassage(pid, sid, seq, _utc(ts), role, kind, terms, echo)
-            for pid, sid, seq, ts, role, kind, terms, echo in rows
-        ]
+    def layout(self) -> PassageLayout:
+        return self._layout.current(self._passage_counters, self._passage_rows)
+
+    def _passage_counters(self) -> tuple[int, int]:
+        row = self._one(
+            "SELECT passages, passage_deletes FROM corpus WHERE user_id = %s", (self.user,)
+        )
+        return row if row else (0, 0)
+
+    def _passage_rows(self, after: int) -> Iterator[PassageRow]:
+        rows = self._all(
+            "SELECT p.id, t.session_id, t.seq, floor(extract(epoch FROM t.ts))::bigint, t.role, "
+            "p.block_type, p.terms, t.echo FROM passages p JOIN turns t "
+            "ON t.user_id = p.user_id AND t.id = p.turn_id "
+            "WHERE p.user_id = %s AND p.id > %s ORDER BY p.id",
+            (self.user, after),
+        )
+        return (PassageRow(*row) for row in rows)
 
     def dense_search(
         self, query: np.ndarray, limit: int, filters: Filters
@@ -447,7 +444,7 @@ class PostgresStore(Store):
         allowed = None if filters.empty or not len(index) else self._filtered_passage_ids(filters)
         return index.nearest(_vector(query), limit, allowed)
 
-    def dense_scores(self, query: np.ndarray, passage_ids: list[int]) -> dict[int, float]:
+    def dense_scores(self, query: np.ndarray, passage_ids: np.ndarray) -> np.ndarray:
         return self._vectors().cosines_of(_vector(query), passage_ids)
 
     def _vectors(self) -> VectorIndex:
@@ -501,18 +498,27 @@ class PostgresStore(Store):
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     # -- reads ------------------------------------------------------------------------------------------
-    def get_turns(self, session_id: str, from_seq: int | None, to_seq: int | None) -> list[Turn]:
-        lo = -1 if from_seq is None else from_seq
-        hi = 2**31 - 1 if to_seq is None else min(to_seq, 2**31 - 1)
+    def turn_windows(self, windows: list[tuple[str, int | None, int | None]]) -> list[list[Turn]]:
+        if not windows:
+            return []
+        low, high = -(2**31), 2**31 - 1  # seq is an integer column
         rows = self._all(
-            "SELECT session_id, turn_uuid, seq, ts, role, harness, blocks, echo FROM turns "
-            "WHERE user_id = %s AND session_id = %s AND seq BETWEEN %s AND %s ORDER BY seq, id",
-            (self.user, session_id, max(lo, -(2**31)), hi),
+            "SELECT w.i, t.session_id, t.turn_uuid, t.seq, t.ts, t.role, t.harness, t.blocks, "
+            "t.echo FROM unnest(%s::int[], %s::text[], %s::int[], %s::int[]) AS w(i, sid, lo, hi) "
+            "JOIN turns t ON t.user_id = %s AND t.session_id = w.sid AND t.seq BETWEEN w.lo AND w.hi "
+            "ORDER BY w.i, t.seq, t.id",
+            (
+                list(range(len(windows))),
+                [sid for sid, _, _ in windows],
+                [low if lo is None else min(max(lo, low), high) for _, lo, _ in windows],
+                [high if hi is None else min(max(hi, low), high) for _, _, hi in windows],
+                self.user,
+            ),
         )
-        return [
-            Turn(sid, uuid, seq, _utc(ts), role, harness, blocks(value), echo)
-            for sid, uuid, seq, ts, role, harness, value, echo in rows
-        ]
+        turns: list[list[Turn]] = [[] for _ in windows]
+        for i, sid, uuid, seq, ts, role, harness, value, echo in rows:
+            turns[i].append(Turn(sid, uuid, seq, _utc(ts), role, harness, blocks(value), echo))
+        return turns
 
     def sessions(self, since: datetime | None, until: datetime | None) -> list[SessionSummary]:
         where, params = _filter_sql(Filters(since=since, until=until))

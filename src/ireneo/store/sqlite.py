@@ -2,8 +2,9 @@
 
 Turns, passages, their FTS5 index and their vectors live in the same file, so one transaction
 keeps them consistent: a memory killed mid-write reopens with whole turns or none. Dense search is
-exact, over a float32 matrix kept in memory and refreshed from the file when vectors change.
-Vectors are stored as float32 little-endian blobs, one per passage.
+exact, over a copy of the vectors kept in memory (store/vectors.py), as is where each passage sits
+(store/layout.py); both are brought up to date from counters kept by triggers. Vectors are stored
+as float32 little-endian blobs, one per passage.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import secrets
 import sqlite3
 import threading
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -28,7 +30,6 @@ from ireneo.store.base import (
     MemoryFilter,
     MemoryRecord,
     MemoryWrite,
-    NearPassage,
     PassageDraft,
     SourceState,
     Status,
@@ -37,6 +38,7 @@ from ireneo.store.base import (
     TermStats,
     conversation_digest,
 )
+from ireneo.store.layout import LayoutKeeper, PassageLayout, PassageRow
 from ireneo.store.rows import blocks as _blocks
 from ireneo.store.rows import blocks_json as _blocks_json
 from ireneo.store.rows import digit_terms as _digit_terms
@@ -211,6 +213,14 @@ MIGRATIONS: list[str] = [
             WHERE passages <= 0 AND term IN (SELECT value FROM json_each({_terms_json("old.terms")}));
     END;
     """,
+    # 6: deleted passages counted, so the in-memory layout (store/layout.py) notices a deletion
+    # without a scan.
+    """
+    ALTER TABLE corpus ADD COLUMN passage_deletes INTEGER NOT NULL DEFAULT 0;
+    CREATE TRIGGER passages_counted_ad AFTER DELETE ON passages BEGIN
+        UPDATE corpus SET passage_deletes = passage_deletes + 1;
+    END;
+    """,
 ]
 
 
@@ -236,6 +246,7 @@ class SQLiteStore(Store):
             raise
         self._index = VectorIndex()
         self._vector_deletes = 0
+        self._layout = LayoutKeeper()
 
     # -- plumbing ---------------------------------------------------------------------------
     def _migrate(self) -> None:
@@ -423,25 +434,29 @@ class SQLiteStore(Store):
             )
         return TermStats(passages, total / passages if passages else 0.0, df)
 
-    def passages_near(self, passage_ids: list[int], reach: int) -> list[NearPassage]:
-        if not passage_ids:
-            return []
-        marks = ",".join("?" * len(passage_ids))
+    def layout(self) -> PassageLayout:
+        return self._layout.current(self._passage_counters, self._passage_rows)
+
+    def _passage_counters(self) -> tuple[int, int]:
         with self._lock:
-            rows = self._db.execute(
-                "WITH seed AS (SELECT DISTINCT t.session_id, t.seq FROM passages p "
-                f"JOIN turns t ON t.id = p.turn_id WHERE p.id IN ({marks})) "
-                "SELECT DISTINCT p.id, t.session_id, t.seq, t.ts, t.role, p.block_type, p.terms, "
-                "t.echo "
-                "FROM seed JOIN turns t ON t.session_id = seed.session_id "
-                "AND t.seq BETWEEN seed.seq - ? AND seed.seq + ? "
-                "JOIN passages p ON p.turn_id = t.id",
-                (*passage_ids, reach, reach),
-            ).fetchall()
-        return [
-            NearPassage(pid, sid, seq, parse_ts(ts), role, kind, terms, bool(echo))
-            for pid, sid, seq, ts, role, kind, terms, echo in rows
-        ]
+            return self._db.execute("SELECT passages, passage_deletes FROM corpus").fetchone()
+
+    def _passage_rows(self, after: int) -> Iterator[PassageRow]:
+        """The passages after `after`, read a chunk at a time (all 60,000 at once would hold
+        ~30 MB more at the peak, which the process then keeps)."""
+        with self._lock:
+            cursor = self._db.execute(
+                "SELECT p.id, t.session_id, t.seq, CAST(strftime('%s', t.ts) AS INTEGER), t.role, "
+                "p.block_type, p.terms, t.echo FROM passages p JOIN turns t ON t.id = p.turn_id "
+                "WHERE p.id > ? ORDER BY p.id",
+                (after,),
+            )
+        while True:
+            with self._lock:
+                rows = cursor.fetchmany(4096)
+            if not rows:
+                return
+            yield from (PassageRow(*row) for row in rows)
 
     def dense_search(
         self, query: np.ndarray, limit: int, filters: Filters
@@ -450,7 +465,7 @@ class SQLiteStore(Store):
         allowed = None if filters.empty or not len(index) else self._filtered_passage_ids(filters)
         return index.nearest(query, limit, allowed)
 
-    def dense_scores(self, query: np.ndarray, passage_ids: list[int]) -> dict[int, float]:
+    def dense_scores(self, query: np.ndarray, passage_ids: np.ndarray) -> np.ndarray:
         return self._vectors().cosines_of(query, passage_ids)
 
     def _vectors(self) -> VectorIndex:
@@ -506,16 +521,26 @@ class SQLiteStore(Store):
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     # -- reads ------------------------------------------------------------------------------------------
-    def get_turns(self, session_id: str, from_seq: int | None, to_seq: int | None) -> list[Turn]:
-        lo = -1 if from_seq is None else from_seq
-        hi = 2**62 if to_seq is None else to_seq
+    def turn_windows(self, windows: list[tuple[str, int | None, int | None]]) -> list[list[Turn]]:
+        if not windows:
+            return []
+        bounds = [
+            (i, sid, -(2**62) if lo is None else lo, 2**62 if hi is None else hi)
+            for i, (sid, lo, hi) in enumerate(windows)
+        ]
         with self._lock:
             rows = self._db.execute(
-                f"SELECT {_TURN_COLUMNS} FROM turns t WHERE session_id = ? AND seq BETWEEN ? AND ? "
-                "ORDER BY seq, id",
-                (session_id, lo, hi),
+                "WITH w(i, session_id, lo, hi) AS (VALUES "
+                + ", ".join(["(?, ?, ?, ?)"] * len(bounds))
+                + f") SELECT w.i, {_TURN_COLUMNS} FROM w JOIN turns t "
+                "ON t.session_id = w.session_id AND t.seq BETWEEN w.lo AND w.hi "
+                "ORDER BY w.i, t.seq, t.id",
+                [value for bound in bounds for value in bound],
             ).fetchall()
-        return [_turn(row) for row in rows]
+        turns: list[list[Turn]] = [[] for _ in windows]
+        for row in rows:
+            turns[row[0]].append(_turn(row[1:]))
+        return turns
 
     def sessions(self, since: datetime | None, until: datetime | None) -> list[SessionSummary]:
         where, params = _filter_sql(Filters(since=since, until=until))

@@ -67,15 +67,18 @@ class VectorIndex:
         top = top[np.argsort(-scores[top], kind="stable")]
         return [(int(self.ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
 
-    def cosines_of(self, query: np.ndarray, passage_ids: list[int]) -> dict[int, float]:
-        """The cosine of each of `passage_ids` that has a vector."""
-        if len(self.ids) == 0 or not passage_ids:
-            return {}
+    def cosines_of(self, query: np.ndarray, passage_ids: np.ndarray) -> np.ndarray:
+        """The cosine of each of `passage_ids`, nan for one without a vector."""
         wanted = np.asarray(passage_ids, dtype=np.int64)
+        cosines = np.full(len(wanted), np.nan)
+        if len(self.ids) == 0 or not len(wanted):
+            return cosines
         positions = np.minimum(np.searchsorted(self.ids, wanted), len(self.ids) - 1)
-        positions = positions[self.ids[positions] == wanted]
+        held = self.ids[positions] == wanted
+        positions = positions[held]
         rows = (self._codes[positions].astype(np.float32) - _CENTRE) * self._scales[positions, None]
-        return dict(zip(self.ids[positions].tolist(), (rows @ query).tolist(), strict=True))
+        cosines[held] = rows @ query
+        return cosines
 
     def _all_cosines(self, query: np.ndarray) -> np.ndarray:
         codes, scale = _quantize(query[None, :])
