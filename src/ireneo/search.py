@@ -140,12 +140,12 @@ def window_scores(
         if vector is not None
         else np.full(len(near), math.nan)
     )
-    turns = _turn_features(layout, near, counts, cosines)
-    centres = _centres(layout, near, seeds, radius, filters)
+    turns = _turn_features(layout, near, counts, cosines, seeds, filters)
+    centres = _centres(turns, radius)
     keys, window, own = _fuse_windows(turns, centres, radius, stats, lexical, fusion)
     return {
-        layout.turn(key): Score(w, o)
-        for key, w, o in zip(keys.tolist(), window.tolist(), own.tolist(), strict=True)
+        turn: Score(w, o)
+        for turn, w, o in zip(layout.turns(keys), window.tolist(), own.tolist(), strict=True)
     }
 
 
@@ -235,6 +235,8 @@ class _Turns:
     counts: np.ndarray  # occurrences of each lexical feature
     lengths: np.ndarray  # terms in the turn
     cosines: np.ndarray  # best cosine of its passages; nan when none is embedded yet
+    seeded: np.ndarray  # holds a candidate passage
+    admitted: np.ndarray  # the time, role and conversation filters admit it as a hit
 
 
 def _counts(layout: PassageLayout, near: np.ndarray, lexical: LexicalQuery) -> np.ndarray:
@@ -248,27 +250,35 @@ def _counts(layout: PassageLayout, near: np.ndarray, lexical: LexicalQuery) -> n
 
 
 def _turn_features(
-    layout: PassageLayout, near: np.ndarray, counts: np.ndarray, cosines: np.ndarray
+    layout: PassageLayout,
+    near: np.ndarray,
+    counts: np.ndarray,
+    cosines: np.ndarray,
+    seeds: np.ndarray,
+    filters: Filters,
 ) -> _Turns:
-    """Per turn of the passages at `near`: their feature counts summed, their lengths summed,
-    their best cosine (`cosines`: the passages', nan where none is embedded yet)."""
-    keys, turn_of = np.unique(layout.turn_keys[near], return_inverse=True)
-    turn_counts = np.zeros((len(keys), counts.shape[1]))
-    np.add.at(turn_counts, turn_of, counts)
+    """Per turn of the passages at `near`: their feature counts and lengths summed, their best
+    cosine (`cosines`: the passages', nan where none is embedded yet), whether one of them is a
+    candidate (`seeds`), whether the filters admit the turn."""
+    keys, first, turn_of = np.unique(layout.turn_keys[near], return_index=True, return_inverse=True)
+    width = counts.shape[1]
+    cells = (turn_of[:, None] * width + np.arange(width)).ravel()
+    turn_counts = np.bincount(cells, weights=counts.ravel(), minlength=len(keys) * width)
     lengths = np.bincount(turn_of, weights=layout.lengths[near], minlength=len(keys))
     best = np.full(len(keys), math.nan)
     np.fmax.at(best, turn_of, cosines)  # nan only where no passage is embedded yet
-    return _Turns(keys, turn_counts, lengths, best)
+    seeded = np.zeros(len(keys), dtype=bool)
+    seeded[turn_of[np.isin(near, seeds)]] = True
+    admitted = layout.admitted(near[first], filters)  # the filters are of turns
+    return _Turns(keys, turn_counts.reshape(len(keys), width), lengths, best, seeded, admitted)
 
 
-def _centres(
-    layout: PassageLayout, near: np.ndarray, seeds: np.ndarray, radius: int, filters: Filters
-) -> np.ndarray:
-    """Turn keys within `radius` of a seed that the filters admit as hits, ascending."""
-    seed_turns = np.unique(layout.turn_keys[near[np.isin(near, seeds)]])
-    admitted = np.unique(layout.turn_keys[near[layout.admitted(near, filters)]])
-    around = np.unique((seed_turns[:, None] + np.arange(-radius, radius + 1)).ravel())
-    return around[np.isin(around, admitted)]
+def _centres(turns: _Turns, radius: int) -> np.ndarray:
+    """Turn keys within `radius` of a seeded turn that the filters admit as hits, ascending."""
+    around = np.unique((turns.keys[turns.seeded][:, None] + np.arange(-radius, radius + 1)).ravel())
+    slot = np.minimum(np.searchsorted(turns.keys, around), len(turns.keys) - 1)
+    held = turns.keys[slot] == around
+    return around[held][turns.admitted[slot[held]]]
 
 
 def _fuse_windows(

@@ -214,17 +214,19 @@ class PassageLayout:
             keep &= self.turn_keys[positions] // 2**32 == code
         return keep
 
-    def turn(self, key: int) -> tuple[str, int]:
-        """`(session_id, seq)` of a turn key."""
-        return self.sessions.names[key // 2**32], key % 2**32 - _SEQ_OFFSET
+    def turns(self, keys: np.ndarray) -> list[tuple[str, int]]:
+        """`(session_id, seq)` of each turn key."""
+        names = self.sessions.names
+        sessions, seqs = np.divmod(keys, 2**32)
+        return [
+            (names[session], seq)
+            for session, seq in zip(sessions.tolist(), (seqs - _SEQ_OFFSET).tolist(), strict=True)
+        ]
 
     def turns_of(self, passage_ids: Iterable[int]) -> dict[int, tuple[str, int]]:
         """`(session_id, seq)` of the turn of each held passage."""
         found = self.positions(passage_ids)
-        return {
-            int(pid): self.turn(int(key))
-            for pid, key in zip(self.ids[found], self.turn_keys[found], strict=True)
-        }
+        return dict(zip(self.ids[found].tolist(), self.turns(self.turn_keys[found]), strict=True))
 
     def term_ids(self, words: Iterable[str]) -> list[int]:
         """Each word's term id, -1 for one no passage holds."""
