@@ -9,6 +9,7 @@ on the benchmark's 10,000-conversation history: the top 40 agree to 99.6%).
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
@@ -59,13 +60,34 @@ class VectorIndex:
         """The `limit` passages nearest `query`, best first, among `allowed` ids (None: all)."""
         if len(self.ids) == 0 or limit <= 0:
             return []
-        scores = self._all_cosines(query)
-        if allowed is not None:
-            scores = np.where(np.isin(self.ids, allowed), scores, -np.inf)
-        limit = min(limit, len(self.ids))
-        top = np.argpartition(-scores, limit - 1)[:limit]
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return [(int(self.ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
+        codes, scale = _quantize(query[None, :])
+        signed = (codes[0].astype(np.int16) - _CENTRE).astype(np.int8)
+        if allowed is None:
+            mask = self._no_mask
+        else:
+            mask = np.where(np.isin(self.ids, allowed), 0.0, -np.inf).astype(np.float32)
+        values, rows = _nearest_session().run(
+            None,
+            {
+                "rows": self._codes,
+                "query": signed[:, None],
+                # (code + 128) . q = code . q + 128 * sum(q): the constant is taken back out
+                "offset": np.array([_CENTRE * int(signed.sum(dtype=np.int32))], np.float32),
+                "scales": self._scales,
+                "query_scale": scale,
+                "mask": mask,
+                "limit": np.array([min(limit, len(self.ids))], np.int64),
+            },
+        )
+        return [
+            (int(self.ids[row]), float(value))
+            for row, value in zip(rows.tolist(), values.tolist(), strict=True)
+            if value != -np.inf
+        ]
+
+    @functools.cached_property
+    def _no_mask(self) -> np.ndarray:
+        return np.zeros(len(self.ids), dtype=np.float32)
 
     def cosines_of(self, query: np.ndarray, passage_ids: np.ndarray) -> np.ndarray:
         """The cosine of each of `passage_ids`, nan for one without a vector."""
@@ -80,15 +102,6 @@ class VectorIndex:
         cosines[held] = rows @ query
         return cosines
 
-    def _all_cosines(self, query: np.ndarray) -> np.ndarray:
-        codes, scale = _quantize(query[None, :])
-        signed = (codes[0].astype(np.int16) - _CENTRE).astype(np.int8)
-        products = _product_session().run(None, {"rows": self._codes, "query": signed[:, None]})[0]
-        products = products[:, 0]
-        # (code + 128) . q = code . q + 128 * sum(q): take the constant back out, exactly, in int32
-        products = products - _CENTRE * int(signed.sum(dtype=np.int32))
-        return products.astype(np.float32) * self._scales * scale[0]
-
 
 def _quantize(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows as uint8 codes (value + 128) and the scale that maps each back."""
@@ -102,12 +115,15 @@ _session = None
 _session_lock = threading.Lock()
 
 
-def _product_session():  # noqa: ANN202 - onnxruntime's InferenceSession, imported lazily
-    """One onnxruntime graph, MatMulInteger(rows u8 [n, d], query s8 [d, 1]) -> int32 [n, 1].
+def _nearest_session():  # noqa: ANN202 - onnxruntime's InferenceSession, imported lazily
+    """One onnxruntime graph: the cosine of every row with the query and the `limit` best.
 
-    numpy has no 8-bit matrix product (it would widen to int32 first, 4x the bytes again);
-    onnxruntime's runs on the CPU's 8-bit dot-product instructions, on every usable core,
-    with workers that sleep instead of spinning when idle.
+    MatMulInteger(rows u8 [n, d], query s8 [d, 1]) gives int32 products; numpy has no 8-bit
+    matrix product (it would widen to int32 first, 4x the bytes again), onnxruntime's runs on
+    the CPU's 8-bit dot-product instructions, on every usable core. The products are scaled
+    back to cosines and the best taken (TopK: ties to the lower row) in the same graph, which
+    spares numpy three passes and a partition over every row (~0.4 ms at 60,000). `mask` is 0,
+    or -inf for a row a filter leaves out. Workers sleep instead of spinning when idle.
     """
     global _session
     with _session_lock:
@@ -115,14 +131,37 @@ def _product_session():  # noqa: ANN202 - onnxruntime's InferenceSession, import
             import onnxruntime as ort
             from onnx import TensorProto, helper
 
+            def tensor(name: str, kind: int, shape: list) -> object:
+                return helper.make_tensor_value_info(name, kind, shape)
+
             graph = helper.make_graph(
-                [helper.make_node("MatMulInteger", ["rows", "query"], ["products"])],
-                "cosines",
                 [
-                    helper.make_tensor_value_info("rows", TensorProto.UINT8, ["n", "d"]),
-                    helper.make_tensor_value_info("query", TensorProto.INT8, ["d", 1]),
+                    helper.make_node("MatMulInteger", ["rows", "query"], ["products"]),
+                    # one value a row: [n] broadcasts on onnxruntime's fast path, [n, 1] not
+                    helper.make_node("Reshape", ["products", "flat"], ["row_products"]),
+                    # exact in float32 up to 512 dimensions (|product| < 512 * 255 * 128 < 2^24)
+                    helper.make_node("Cast", ["row_products"], ["exact"], to=TensorProto.FLOAT),
+                    helper.make_node("Sub", ["exact", "offset"], ["centred"]),
+                    helper.make_node("Mul", ["centred", "scales"], ["scaled"]),
+                    helper.make_node("Mul", ["scaled", "query_scale"], ["cosines"]),
+                    helper.make_node("Add", ["cosines", "mask"], ["allowed"]),
+                    helper.make_node("TopK", ["allowed", "limit"], ["values", "indices"]),
                 ],
-                [helper.make_tensor_value_info("products", TensorProto.INT32, ["n", 1])],
+                "nearest",
+                [
+                    tensor("rows", TensorProto.UINT8, ["n", "d"]),
+                    tensor("query", TensorProto.INT8, ["d", 1]),
+                    tensor("offset", TensorProto.FLOAT, [1]),
+                    tensor("scales", TensorProto.FLOAT, ["n"]),
+                    tensor("query_scale", TensorProto.FLOAT, [1]),
+                    tensor("mask", TensorProto.FLOAT, ["n"]),
+                    tensor("limit", TensorProto.INT64, [1]),
+                ],
+                [
+                    tensor("values", TensorProto.FLOAT, ["k"]),
+                    tensor("indices", TensorProto.INT64, ["k"]),
+                ],
+                initializer=[helper.make_tensor("flat", TensorProto.INT64, [1], [-1])],
             )
             model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
             model.ir_version = 8  # readable by every onnxruntime ireneo supports
