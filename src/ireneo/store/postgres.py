@@ -502,11 +502,13 @@ class PostgresStore(Store):
         if not windows:
             return []
         low, high = -(2**31), 2**31 - 1  # seq is an integer column
+        # each window looked up on its own (OFFSET 0 keeps the planner from flattening it): an
+        # index range whatever the planner believes about a user it has no statistics for yet
         rows = self._all(
             "SELECT w.i, t.session_id, t.turn_uuid, t.seq, t.ts, t.role, t.harness, t.blocks, "
             "t.echo FROM unnest(%s::int[], %s::text[], %s::int[], %s::int[]) AS w(i, sid, lo, hi) "
-            "JOIN turns t ON t.user_id = %s AND t.session_id = w.sid AND t.seq BETWEEN w.lo AND w.hi "
-            "ORDER BY w.i, t.seq, t.id",
+            "CROSS JOIN LATERAL (SELECT * FROM turns WHERE user_id = %s AND session_id = w.sid "
+            "AND seq BETWEEN w.lo AND w.hi OFFSET 0) t ORDER BY w.i, t.seq, t.id",
             (
                 list(range(len(windows))),
                 [sid for sid, _, _ in windows],
