@@ -15,10 +15,20 @@ from tests.conftest import conversation, turn_line, write_jsonl
 NOON = int(datetime(2026, 10, 1, 12, tzinfo=UTC).timestamp())
 
 
-def row(pid: int, session: str, seq: int, terms: str, **kw) -> PassageRow:
-    values = {"ts": NOON + seq, "role": "user", "block_type": "text", "echo": False} | kw
-    return PassageRow(pid, session, seq, values["ts"], values["role"], values["block_type"],
-                      terms, values["echo"])  # fmt: skip
+def row(
+    pid: int,
+    session: str,
+    seq: int,
+    terms: str,
+    *,
+    ts: int | None = None,
+    role: str = "user",
+    block_type: str = "text",
+    echo: bool = False,
+) -> PassageRow:
+    return PassageRow(
+        pid, session, seq, NOON + seq if ts is None else ts, role, block_type, terms, echo
+    )
 
 
 def test_ranges_is_the_concatenation_of_aranges() -> None:
