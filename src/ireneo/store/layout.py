@@ -9,15 +9,13 @@ The keyword candidates come from here too: BM25 over postings (each term's passa
 the same ids, ~0.5 ms a query where FTS5's bm25() ordering took 3-5 ms (it scores every row that
 matches; the rarer terms of a query still match ~2,000 rows at 60,000 passages).
 At 60,000 passages of 26 terms it is ~18 MB; it is read once per process (~0.4 s at that size,
-the postings ~0.1 s more) and then extended as passages arrive, like the vectors
-(store/vectors.py).
+the postings ~0.1 s more) and then extended as passages arrive, like the vectors (store/kept.py).
 """
 
 from __future__ import annotations
 
 import math
-import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import datetime
 from itertools import chain, islice
 from typing import NamedTuple
@@ -285,37 +283,6 @@ class _Postings(NamedTuple):
         counts = np.bincount(layout.tokens, minlength=len(layout.vocabulary.names))
         starts = np.concatenate([[0], np.cumsum(counts)])
         return cls(len(layout.tokens), owner[order], starts)
-
-
-class LayoutKeeper:
-    """A store's layout, kept up to date from two counters the store maintains: the passages
-    it holds and the passages it ever deleted (an edited or forgotten turn's).
-
-    After a deletion everything is read again (a forgotten conversation leaves nothing here,
-    its terms included); else the passages after the last id held. Where ids commit out of
-    order (PostgreSQL's sequences), a count still short after that read means an older id
-    landed late: everything is read again.
-    """
-
-    def __init__(self) -> None:
-        self._layout = PassageLayout()
-        self._deletes: int | None = None
-        self._lock = threading.Lock()
-
-    def current(
-        self,
-        counters: Callable[[], tuple[int, int]],
-        rows_after: Callable[[int], Iterable[PassageRow]],
-    ) -> PassageLayout:
-        with self._lock:
-            count, deletes = counters()
-            if deletes != self._deletes:
-                self._layout, self._deletes = PassageLayout(), deletes
-            if count != len(self._layout):
-                self._layout = self._layout.extended(rows_after(self._layout.last_id))
-                if len(self._layout) != count:
-                    self._layout = PassageLayout().extended(rows_after(0))
-            return self._layout
 
 
 def _words(rows: list[PassageRow]) -> tuple[list[str], np.ndarray]:

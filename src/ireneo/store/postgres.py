@@ -19,7 +19,6 @@ from counters in `corpus`. Vectors are pgvector `vector`s, normalised (inner pro
 from __future__ import annotations
 
 import secrets
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -52,7 +51,8 @@ from ireneo.store.base import (
     TermStats,
     conversation_digest,
 )
-from ireneo.store.layout import LayoutKeeper, PassageLayout, PassageRow
+from ireneo.store.kept import KeptCopy
+from ireneo.store.layout import PassageLayout, PassageRow
 from ireneo.store.rows import blocks, blocks_json, digit_terms, first_words, session_ref
 from ireneo.store.vectors import VectorIndex
 
@@ -158,10 +158,8 @@ class PostgresStore(Store):
         self.user = user
         self._owns_pool = isinstance(database, str)
         self._pool = open_pool(database, max_size=2) if isinstance(database, str) else database
-        self._vector_lock = threading.Lock()
-        self._index = VectorIndex()
-        self._vector_deletes = -1
-        self._layout = LayoutKeeper()
+        self._vectors_kept = KeptCopy(VectorIndex)
+        self._layout = KeptCopy(PassageLayout)
         with self._transaction() as cur:
             cur.execute("INSERT INTO users VALUES (%s) ON CONFLICT DO NOTHING", (self.user,))
             cur.execute(
@@ -419,7 +417,10 @@ class PostgresStore(Store):
         return TermStats(passages, total / passages if passages else 0.0, df)
 
     def layout(self) -> PassageLayout:
-        return self._layout.current(self._passage_counters, self._passage_rows)
+        return self._layout.current(
+            self._passage_counters,
+            lambda layout, _: layout.extended(self._passage_rows(layout.last_id)),
+        )
 
     def _passage_counters(self) -> tuple[int, int]:
         row = self._one(
@@ -448,26 +449,18 @@ class PostgresStore(Store):
         return self._vectors().cosines_of(_vector(query), passage_ids)
 
     def _vectors(self) -> VectorIndex:
-        """This replica's copy of the user's vectors, sorted by passage id, brought up to date.
+        """This replica's copy of the user's vectors, sorted by passage id, brought up to date
+        from `corpus.vectors` and `corpus.vector_deletes` (store/kept.py)."""
+        return self._vectors_kept.current(
+            self._vector_counters,
+            lambda index, _: index.extended(*self._read_vectors(index.last_id)),
+        )
 
-        `corpus.vectors` counts the user's vectors and `corpus.vector_deletes` their deletions:
-        after a deletion everything is read again; else the rows after the last id held. Ids
-        come from a sequence but commit in any order, so a count still short after that read
-        means an older id landed late: everything is read again.
-        """
-        with self._vector_lock:
-            row = self._one(
-                "SELECT vectors, vector_deletes FROM corpus WHERE user_id = %s", (self.user,)
-            )
-            count, deletes = row if row else (0, 0)
-            if deletes != self._vector_deletes:
-                self._index = VectorIndex()
-                self._vector_deletes = deletes
-            if count != len(self._index):
-                self._index = self._index.extended(*self._read_vectors(self._index.last_id))
-                if len(self._index) != count:
-                    self._index = VectorIndex().extended(*self._read_vectors(0))
-            return self._index
+    def _vector_counters(self) -> tuple[int, int]:
+        row = self._one(
+            "SELECT vectors, vector_deletes FROM corpus WHERE user_id = %s", (self.user,)
+        )
+        return row if row else (0, 0)
 
     def _read_vectors(self, after: int) -> tuple[np.ndarray, np.ndarray]:
         with (

@@ -38,7 +38,8 @@ from ireneo.store.base import (
     TermStats,
     conversation_digest,
 )
-from ireneo.store.layout import LayoutKeeper, PassageLayout, PassageRow
+from ireneo.store.kept import KeptCopy
+from ireneo.store.layout import PassageLayout, PassageRow
 from ireneo.store.rows import blocks as _blocks
 from ireneo.store.rows import blocks_json as _blocks_json
 from ireneo.store.rows import digit_terms as _digit_terms
@@ -244,9 +245,8 @@ class SQLiteStore(Store):
             if _is_full(exc):
                 raise StorageFull(FULL) from exc
             raise
-        self._index = VectorIndex()
-        self._vector_deletes = 0
-        self._layout = LayoutKeeper()
+        self._vectors_kept = KeptCopy(VectorIndex)
+        self._layout = KeptCopy(PassageLayout)
 
     # -- plumbing ---------------------------------------------------------------------------
     def _migrate(self) -> None:
@@ -435,7 +435,10 @@ class SQLiteStore(Store):
         return TermStats(passages, total / passages if passages else 0.0, df)
 
     def layout(self) -> PassageLayout:
-        return self._layout.current(self._passage_counters, self._passage_rows)
+        return self._layout.current(
+            self._passage_counters,
+            lambda layout, _: layout.extended(self._passage_rows(layout.last_id)),
+        )
 
     def _passage_counters(self) -> tuple[int, int]:
         with self._lock:
@@ -469,46 +472,41 @@ class SQLiteStore(Store):
         return self._vectors().cosines_of(query, passage_ids)
 
     def _vectors(self) -> VectorIndex:
-        """The in-memory copy of all vectors, sorted by passage id, brought up to date.
+        """The in-memory copy of all vectors, sorted by passage id, brought up to date."""
+        return self._vectors_kept.current(
+            self._vector_counters,
+            lambda index, count: index.extended(
+                *self._read_vectors(index.last_id, count - len(index))
+            ),
+        )
 
-        Vectors are appended with growing passage ids and deleted only when a turn is edited or
-        forgotten, which forces a full reload; otherwise reading the rows after the last loaded
-        id is enough.
-        """
+    def _vector_counters(self) -> tuple[int, int]:
         with self._lock:
-            count, deletes = self._db.execute(
-                "SELECT vectors, vector_deletes FROM corpus"
-            ).fetchone()
-            if deletes != self._vector_deletes:
-                self._index = VectorIndex()
-                self._vector_deletes = deletes
-            if count != len(self._index):
-                ids, matrix = self._read_vectors(self._index.last_id, count - len(self._index))
-                self._index = self._index.extended(ids, matrix)
-            return self._index
+            return self._db.execute("SELECT vectors, vector_deletes FROM corpus").fetchone()
 
     def _read_vectors(self, after: int, expected: int) -> tuple[np.ndarray, np.ndarray]:
         """Vectors of the passages after `after`, read in batches into a preallocated array
         (one fetchall of 60,000 blobs would briefly hold them twice)."""
-        cursor = self._db.execute(
-            "SELECT passage_id, vector FROM vectors WHERE passage_id > ? ORDER BY passage_id",
-            (after,),
-        )
         ids = np.zeros(0, dtype=np.int64)
         matrix = np.zeros((0, 0), dtype=np.float32)
         n = 0
-        while rows := cursor.fetchmany(4096):
-            if n + len(rows) > len(ids):  # more than counted: written meanwhile
-                dim = len(rows[0][1]) // 4
-                grow = max(expected, n + len(rows)) - len(ids)
-                ids = np.concatenate([ids, np.zeros(grow, dtype=np.int64)])
-                matrix = np.vstack(
-                    [matrix.reshape(-1, dim), np.zeros((grow, dim), dtype=np.float32)]
-                )
-            for pid, blob in rows:
-                ids[n] = pid
-                matrix[n] = np.frombuffer(blob, dtype="<f4")
-                n += 1
+        with self._lock:
+            cursor = self._db.execute(
+                "SELECT passage_id, vector FROM vectors WHERE passage_id > ? ORDER BY passage_id",
+                (after,),
+            )
+            while rows := cursor.fetchmany(4096):
+                if n + len(rows) > len(ids):  # more than counted: written meanwhile
+                    dim = len(rows[0][1]) // 4
+                    grow = max(expected, n + len(rows)) - len(ids)
+                    ids = np.concatenate([ids, np.zeros(grow, dtype=np.int64)])
+                    matrix = np.vstack(
+                        [matrix.reshape(-1, dim), np.zeros((grow, dim), dtype=np.float32)]
+                    )
+                for pid, blob in rows:
+                    ids[n] = pid
+                    matrix[n] = np.frombuffer(blob, dtype="<f4")
+                    n += 1
         return ids[:n], matrix[:n]
 
     def _filtered_passage_ids(self, filters: Filters) -> np.ndarray:

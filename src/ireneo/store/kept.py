@@ -1,0 +1,47 @@
+"""A store's in-memory copy of some rows (its vectors, its passages' layout), kept up to date.
+
+The store keeps two counters by trigger: the rows it holds and the rows it ever deleted (an
+edited or forgotten turn's). After a deletion the copy is read again whole, so nothing forgotten
+stays in RAM; else only the rows after the last id held are read. Where ids commit out of order
+(PostgreSQL's sequences), a count still off after that read means an older id landed late: the
+copy is read again whole.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Generic, Protocol, TypeVar
+
+
+class Copy(Protocol):
+    def __len__(self) -> int: ...
+
+    @property
+    def last_id(self) -> int: ...
+
+
+C = TypeVar("C", bound=Copy)
+
+
+class KeptCopy(Generic[C]):
+    """`empty()` makes an empty copy; `grow(copy, count)` returns the copy with the rows after
+    its last id appended (`count`: how many rows the counter says there are in all)."""
+
+    def __init__(self, empty: Callable[[], C]) -> None:
+        self._empty = empty
+        self._copy = empty()
+        self._deletes: int | None = None
+        self._lock = threading.Lock()
+
+    def current(self, counters: Callable[[], tuple[int, int]], grow: Callable[[C, int], C]) -> C:
+        """The copy, brought up to date; `counters()` gives (rows held, rows ever deleted)."""
+        with self._lock:
+            count, deletes = counters()
+            if deletes != self._deletes:
+                self._copy, self._deletes = self._empty(), deletes
+            if count != len(self._copy):
+                self._copy = grow(self._copy, count)
+                if len(self._copy) != count:
+                    self._copy = grow(self._empty(), count)
+            return self._copy
