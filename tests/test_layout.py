@@ -119,6 +119,26 @@ def test_the_layout_follows_appends_edits_and_forgets(memory, tmp_path):
     assert all(hit.session_id == "pumps" for hit in memory.recall("lunch canteen"))
 
 
+def test_a_memory_larger_than_a_read_chunk_is_read_whole(memory, tmp_path):
+    """The layout and the vectors are read a few thousand rows at a time (a server-side cursor
+    on PostgreSQL): every row arrives, in order, whatever the chunk boundaries."""
+    count = 4096 + 50
+    lines = [turn_line(f"c{i // 2}", i % 2, f"note {i} about pump P-{i:05d}") for i in range(count)]
+    memory.store_turns(funes_jsonl.read_file(write_jsonl(tmp_path / "many.funes.jsonl", lines)))
+    pending = memory.store.pending_passages(count + 1)
+    assert len(pending) == count
+    vectors = np.random.default_rng(0).standard_normal((count, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    memory.store.put_vectors([pid for pid, _ in pending], vectors)
+
+    layout = memory.store.layout()
+    assert len(layout) == count and (np.diff(layout.ids) > 0).all()
+    assert layout.turns_of([pending[-1][0]])[pending[-1][0]] == (f"c{(count - 1) // 2}", 1)
+    for i in (0, 4095, 4096, count - 1):  # each side of the first chunk's end
+        found = memory.store.dense_search(vectors[i], 1, Filters())
+        assert found[0][0] == pending[i][0]
+
+
 def bm25_by_hand(layout: PassageLayout, words: list[str], weights: list[float]) -> dict[int, float]:
     average = layout.lengths.mean()
     scores = {}

@@ -15,7 +15,7 @@ def unit_rows(n: int, dim: int = 384, seed: int = 0) -> np.ndarray:
 
 def test_cosines_are_within_a_few_thousandths_of_the_float_ones() -> None:
     rows, query = unit_rows(5000), unit_rows(1, seed=1)[0]
-    index = VectorIndex().extended(np.arange(1, 5001), rows)
+    index = VectorIndex().extended(enumerate(rows, 1))
     exact = rows @ query
 
     got = dict(index.nearest(query, 5000))
@@ -31,7 +31,7 @@ def test_the_nearest_of_real_sentences_are_the_float_search_s() -> None:
     texts = [f"ticket MT-{1000 + i} was opened for the pump at site {i % 17}" for i in range(300)]
     texts += ["the seal on pump P-003 leaks and a work order was raised", "lunch on Friday"]
     rows = embedder.embed_passages(texts)
-    index = VectorIndex().extended(np.arange(1, len(texts) + 1), rows)
+    index = VectorIndex().extended(enumerate(rows, 1))
     query = embedder.embed_query("which work order was raised for the leaking seal on P-003")
 
     exact = np.argsort(-(rows @ query), kind="stable")[:10] + 1
@@ -44,7 +44,7 @@ def test_a_filter_an_empty_index_and_missing_ids() -> None:
     assert VectorIndex().nearest(unit_rows(1)[0], 5) == []
     assert np.isnan(VectorIndex().cosines_of(unit_rows(1)[0], np.array([1, 2]))).all()
     rows = unit_rows(10)
-    index = VectorIndex().extended(np.arange(10, 20), rows)
+    index = VectorIndex().extended(enumerate(rows, 10))
     only = index.nearest(rows[3], 5, allowed=np.array([13, 15, 99]))
     assert [pid for pid, _ in only][0] == 13 and {pid for pid, _ in only} == {13, 15}
     held = ~np.isnan(index.cosines_of(rows[0], np.array([10, 11, 5, 25])))
@@ -54,10 +54,10 @@ def test_a_filter_an_empty_index_and_missing_ids() -> None:
 
 def test_extending_leaves_the_index_a_search_already_holds() -> None:
     rows = unit_rows(20)
-    first = VectorIndex().extended(np.arange(1, 11), rows[:10])
-    second = first.extended(np.arange(11, 21), rows[10:])
+    first = VectorIndex().extended(enumerate(rows[:10], 1))
+    second = first.extended(enumerate(rows[10:], 11))
     assert len(first) == 10 and first.last_id == 10
     assert len(second) == 20 and second.last_id == 20
     assert first.nearest(rows[15], 1)[0][0] != 16  # the first index never sees the new rows
     assert second.nearest(rows[15], 1)[0][0] == 16
-    assert first.extended(np.zeros(0, dtype=np.int64), rows[:0]) is first
+    assert first.extended([]) is first

@@ -25,8 +25,8 @@ C = TypeVar("C", bound=Copy)
 
 
 class KeptCopy(Generic[C]):
-    """`empty()` makes an empty copy; `grow(copy, count)` returns the copy with the rows after
-    its last id appended (`count`: how many rows the counter says there are in all)."""
+    """`empty()` makes an empty copy; `grow(copy)` returns the copy with the rows after its last
+    id appended."""
 
     def __init__(self, empty: Callable[[], C]) -> None:
         self._empty = empty
@@ -34,14 +34,14 @@ class KeptCopy(Generic[C]):
         self._deletes: int | None = None
         self._lock = threading.Lock()
 
-    def current(self, counters: Callable[[], tuple[int, int]], grow: Callable[[C, int], C]) -> C:
+    def current(self, counters: Callable[[], tuple[int, int]], grow: Callable[[C], C]) -> C:
         """The copy, brought up to date; `counters()` gives (rows held, rows ever deleted)."""
         with self._lock:
             count, deletes = counters()
             if deletes != self._deletes:
                 self._copy, self._deletes = self._empty(), deletes
             if count != len(self._copy):
-                self._copy = grow(self._copy, count)
+                self._copy = grow(self._copy)
                 if len(self._copy) != count:
-                    self._copy = grow(self._empty(), count)
+                    self._copy = grow(self._empty())
             return self._copy

@@ -64,6 +64,9 @@ _SCOPE = (
 )
 
 
+_STREAM_ROWS = 4096  # rows a long read fetches at once
+
+
 class SchemaOutdated(RuntimeError):
     """The database's schema is older (or newer) than this ireneo."""
 
@@ -185,6 +188,20 @@ class PostgresStore(Store):
     def _all(self, query: str, params: tuple | dict) -> list[tuple]:
         with self._transaction() as cur:
             return cur.execute(query, params).fetchall()  # type: ignore[arg-type]
+
+    def _stream(self, query: str, params: tuple) -> Iterator[tuple]:
+        """The rows of a long read (a memory's whole layout or vectors), fetched a chunk at a
+        time through a server-side cursor, so they are never all held as Python objects."""
+        with (
+            storage_errors(),
+            self._pool.connection() as conn,
+            conn.transaction(),
+        ):
+            conn.execute(_SCOPE, (self.user,))
+            with conn.cursor(name="ireneo_stream", binary=True) as cur:
+                cur.itersize = _STREAM_ROWS
+                cur.execute(query, params)
+                yield from cur
 
     def close(self) -> None:
         if self._owns_pool:
@@ -419,7 +436,7 @@ class PostgresStore(Store):
     def layout(self) -> PassageLayout:
         return self._layout.current(
             self._passage_counters,
-            lambda layout, _: layout.extended(self._passage_rows(layout.last_id)),
+            lambda layout: layout.extended(self._passage_rows(layout.last_id)),
         )
 
     def _passage_counters(self) -> tuple[int, int]:
@@ -429,7 +446,7 @@ class PostgresStore(Store):
         return row if row else (0, 0)
 
     def _passage_rows(self, after: int) -> Iterator[PassageRow]:
-        rows = self._all(
+        rows = self._stream(
             "SELECT p.id, t.session_id, t.seq, floor(extract(epoch FROM t.ts))::bigint, t.role, "
             "p.block_type, p.terms, t.echo FROM passages p JOIN turns t "
             "ON t.user_id = p.user_id AND t.id = p.turn_id "
@@ -453,7 +470,7 @@ class PostgresStore(Store):
         from `corpus.vectors` and `corpus.vector_deletes` (store/kept.py)."""
         return self._vectors_kept.current(
             self._vector_counters,
-            lambda index, _: index.extended(*self._read_vectors(index.last_id)),
+            lambda index: index.extended(self._vector_rows(index.last_id)),
         )
 
     def _vector_counters(self) -> tuple[int, int]:
@@ -462,24 +479,15 @@ class PostgresStore(Store):
         )
         return row if row else (0, 0)
 
-    def _read_vectors(self, after: int) -> tuple[np.ndarray, np.ndarray]:
-        with (
-            storage_errors(),
-            self._pool.connection() as conn,
-            conn.transaction(),
-            conn.cursor(binary=True) as cur,
-        ):
-            cur.execute(_SCOPE, (self.user,))
-            cur.execute(
+    def _vector_rows(self, after: int) -> Iterator[tuple[int, np.ndarray]]:
+        return (
+            (pid, vector.to_numpy())
+            for pid, vector in self._stream(
                 "SELECT id, embedding FROM passages WHERE user_id = %s AND id > %s "
                 "AND embedding IS NOT NULL ORDER BY id",
                 (self.user, after),
             )
-            rows = cur.fetchall()
-        if not rows:
-            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
-        ids = np.fromiter((pid for pid, _ in rows), dtype=np.int64, count=len(rows))
-        return ids, np.vstack([vector.to_numpy() for _, vector in rows])
+        )
 
     def _filtered_passage_ids(self, filters: Filters) -> np.ndarray:
         where, params = _filter_sql(filters)

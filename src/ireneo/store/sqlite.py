@@ -437,7 +437,7 @@ class SQLiteStore(Store):
     def layout(self) -> PassageLayout:
         return self._layout.current(
             self._passage_counters,
-            lambda layout, _: layout.extended(self._passage_rows(layout.last_id)),
+            lambda layout: layout.extended(self._passage_rows(layout.last_id)),
         )
 
     def _passage_counters(self) -> tuple[int, int]:
@@ -475,39 +475,27 @@ class SQLiteStore(Store):
         """The in-memory copy of all vectors, sorted by passage id, brought up to date."""
         return self._vectors_kept.current(
             self._vector_counters,
-            lambda index, count: index.extended(
-                *self._read_vectors(index.last_id, count - len(index))
-            ),
+            lambda index: index.extended(self._vector_rows(index.last_id)),
         )
 
     def _vector_counters(self) -> tuple[int, int]:
         with self._lock:
             return self._db.execute("SELECT vectors, vector_deletes FROM corpus").fetchone()
 
-    def _read_vectors(self, after: int, expected: int) -> tuple[np.ndarray, np.ndarray]:
-        """Vectors of the passages after `after`, read in batches into a preallocated array
-        (one fetchall of 60,000 blobs would briefly hold them twice)."""
-        ids = np.zeros(0, dtype=np.int64)
-        matrix = np.zeros((0, 0), dtype=np.float32)
-        n = 0
+    def _vector_rows(self, after: int) -> Iterator[tuple[int, np.ndarray]]:
+        """The vectors of the passages after `after`, read a chunk at a time, as
+        `_passage_rows` reads the passages."""
         with self._lock:
             cursor = self._db.execute(
                 "SELECT passage_id, vector FROM vectors WHERE passage_id > ? ORDER BY passage_id",
                 (after,),
             )
-            while rows := cursor.fetchmany(4096):
-                if n + len(rows) > len(ids):  # more than counted: written meanwhile
-                    dim = len(rows[0][1]) // 4
-                    grow = max(expected, n + len(rows)) - len(ids)
-                    ids = np.concatenate([ids, np.zeros(grow, dtype=np.int64)])
-                    matrix = np.vstack(
-                        [matrix.reshape(-1, dim), np.zeros((grow, dim), dtype=np.float32)]
-                    )
-                for pid, blob in rows:
-                    ids[n] = pid
-                    matrix[n] = np.frombuffer(blob, dtype="<f4")
-                    n += 1
-        return ids[:n], matrix[:n]
+        while True:
+            with self._lock:
+                rows = cursor.fetchmany(4096)
+            if not rows:
+                return
+            yield from ((pid, np.frombuffer(blob, dtype="<f4")) for pid, blob in rows)
 
     def _filtered_passage_ids(self, filters: Filters) -> np.ndarray:
         where, params = _filter_sql(filters)
