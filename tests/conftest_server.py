@@ -12,12 +12,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import jwt
+import psycopg
 import uvicorn
 from fastmcp import Client
 
@@ -32,6 +33,13 @@ JWT_SECRET = "test-jwt-secret-" + "0123456789abcdef" * 4
 ISSUER = "https://issuer.test"
 AUDIENCE = "ireneo-test"
 SRC = str(Path(__file__).resolve().parent.parent / "src")
+# The environment `ireneo serve` needs, for servers started as processes.
+SERVER_ENV = {
+    "IRENEO_INGEST_KEY": INGEST_KEY,
+    "IRENEO_JWT_SECRET": JWT_SECRET,
+    "IRENEO_JWT_ISSUER": ISSUER,
+    "IRENEO_JWT_AUDIENCE": AUDIENCE,
+}
 
 
 def make_settings(home: Path, **changes: Any) -> Settings:
@@ -213,6 +221,35 @@ def stop_server(process: subprocess.Popen, timeout: float = 30) -> str:
         process.kill()
         _, stderr = process.communicate()
     return stderr
+
+
+# Servers on PostgreSQL: the first recall loads the model on a busy machine; index runs come quickly.
+POSTGRES_SERVER_ENV = {
+    **SERVER_ENV,
+    "IRENEO_INDEX_DEBOUNCE": "0.2",
+    "IRENEO_RECALL_TIMEOUT": "120",
+}
+
+
+def pending(database_url: str, user: str) -> int:
+    """The user's passages not embedded yet, read as the application role."""
+    with psycopg.connect(database_url, autocommit=True) as conn, conn.transaction():
+        conn.execute("SELECT set_config('app.user_id', %s, true)", (user_key(user),))
+        row = conn.execute(
+            "SELECT count(*) FROM ireneo.passages WHERE user_id = %s AND embedding IS NULL",
+            (user_key(user),),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def wait_for(condition: Callable[[], object], timeout: float = 15, what: str = "it") -> None:
+    """Until `condition()` is true; fails after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
 
 
 def json_events(stderr: str) -> list[dict]:

@@ -23,16 +23,14 @@ import pytest
 
 from ireneo.server.memories import user_key
 from ireneo.server.tools import NO_MEMORY, UNAVAILABLE
-from tests.conftest_server import INGEST_KEY, RunningServer, conversation, make_settings
+from tests.conftest_server import (
+    INGEST_KEY,
+    RunningServer,
+    conversation,
+    make_settings,
+    wait_for,
+)
 from tests.test_embed import minilm_dir
-
-
-def wait_for(condition, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting")
-        time.sleep(0.01)
 
 
 def post_alone(url: str, body: dict) -> httpx2.Response:

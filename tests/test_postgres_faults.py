@@ -23,17 +23,19 @@ from ireneo.store.postgres import POOL_TIMEOUT, storage_errors
 from tests import pg_cluster
 from tests.conftest_server import (
     INGEST_KEY,
+    POSTGRES_SERVER_ENV,
     RunningServer,
     call_tool,
     conversation,
     json_events,
     make_settings,
+    pending,
     start_server,
     stop_server,
     subprocess_env,
+    wait_for,
     wait_ready,
 )
-from tests.test_server_postgres import SERVER_ENV, pending, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -101,10 +103,10 @@ def _restart_under_a_server(cluster, database, tmp_path) -> None:
     env = subprocess_env(
         IRENEO_HOME=str(tmp_path / "unused-home"),
         IRENEO_DATABASE_URL=database.app_url,
-        **SERVER_ENV,
+        **POSTGRES_SERVER_ENV,
     )
     process, url = start_server(env)
-    token = mint_token(make_settings(tmp_path, jwt_secret=SERVER_ENV["IRENEO_JWT_SECRET"]), alice)
+    token = mint_token(make_settings(tmp_path), alice)
 
     def ingest(cid: str, text: str) -> httpx2.Response:
         body = conversation(cid, [text], user=alice)

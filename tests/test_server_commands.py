@@ -25,6 +25,7 @@ from tests.conftest_server import (
     ISSUER,
     JWT_SECRET,
     PYTHON,
+    SERVER_ENV,
     conversation,
     json_events,
     refs_in,
@@ -39,12 +40,6 @@ TEXTS = [
     "At 18 months that gives 1,069.5 units/d and 693.3 k units.",
     "We pick the hyperbolic case as base case.",
 ]
-SERVER_ENV = {
-    "IRENEO_INGEST_KEY": INGEST_KEY,
-    "IRENEO_JWT_SECRET": JWT_SECRET,
-    "IRENEO_JWT_ISSUER": ISSUER,
-    "IRENEO_JWT_AUDIENCE": AUDIENCE,
-}
 
 
 def stdio_client(home) -> Client:

@@ -16,45 +16,20 @@ from ireneo.server.auth import mint_token
 from ireneo.server.memories import user_key
 from tests.conftest_server import (
     INGEST_KEY,
+    POSTGRES_SERVER_ENV,
     RunningServer,
     conversation,
     json_events,
     make_settings,
+    pending,
     start_server,
     stop_server,
     subprocess_env,
+    wait_for,
     wait_ready,
 )
 
 pytestmark = pytest.mark.slow
-
-SERVER_ENV = {
-    "IRENEO_INGEST_KEY": INGEST_KEY,
-    "IRENEO_JWT_SECRET": "test-jwt-secret-" + "0123456789abcdef" * 4,
-    "IRENEO_JWT_ISSUER": "https://issuer.test",
-    "IRENEO_JWT_AUDIENCE": "ireneo-test",
-    "IRENEO_INDEX_DEBOUNCE": "0.2",
-    "IRENEO_RECALL_TIMEOUT": "120",  # the first recall loads the model, on a busy machine
-}
-
-
-def pending(database_url: str, user: str) -> int:
-    with psycopg.connect(database_url, autocommit=True) as conn, conn.transaction():
-        conn.execute("SELECT set_config('app.user_id', %s, true)", (user_key(user),))
-        row = conn.execute(
-            "SELECT count(*) FROM ireneo.passages WHERE user_id = %s AND embedding IS NULL",
-            (user_key(user),),
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
-
-
-def wait_for(condition, timeout: float = 60, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def test_a_server_on_postgres_ingests_indexes_and_recalls_per_user(pg_database, tmp_path):
@@ -85,11 +60,11 @@ def test_a_held_user_is_not_indexed_until_its_holder_goes_away(pg_database, tmp_
     try:
         body = conversation("held-1", ["The press PR-2 leaks hydraulic oil."], user=alice)
         assert server.post(body).status_code == 202
-        wait_for(lambda: server.state.indexer.skipped >= 3, what="the server to find it held")
+        wait_for(lambda: server.state.indexer.skipped >= 3, 60, "the server to find it held")
         assert pending(pg_database.app_url, alice) > 0
         assert server.state.indexer.runs[key] == 0
         holder.close()  # the replica holding it crashed
-        wait_for(lambda: pending(pg_database.app_url, alice) == 0, what="the job picked up")
+        wait_for(lambda: pending(pg_database.app_url, alice) == 0, 60, "the job picked up")
         assert server.state.indexer.runs[key] >= 1
     finally:
         if not holder.closed:
@@ -103,7 +78,7 @@ def test_two_server_processes_share_one_database(pg_database, tmp_path):
     env = subprocess_env(
         IRENEO_HOME=str(tmp_path / "unused-home"),
         IRENEO_DATABASE_URL=pg_database.app_url,
-        **SERVER_ENV,
+        **POSTGRES_SERVER_ENV,
     )
     (one, one_url), (two, two_url) = start_server(env), start_server(env)
     events: list[dict] = []
@@ -123,9 +98,7 @@ def test_two_server_processes_share_one_database(pg_database, tmp_path):
             assert response.status_code == 202
             time.sleep(0.15)
         wait_for(lambda: pending(pg_database.app_url, alice) == 0, 120, "everything embedded")
-        token = mint_token(
-            make_settings(tmp_path, jwt_secret=SERVER_ENV["IRENEO_JWT_SECRET"]), alice
-        )
+        token = mint_token(make_settings(tmp_path), alice)
 
         async def recall(url: str) -> str:
             async with Client(f"{url}/mcp", auth=token, timeout=30) as client:

@@ -45,6 +45,7 @@ from ireneo.server.ingest import IngestRoute
 from ireneo.server.inspect import Inspector
 from ireneo.server.logs import log_event
 from ireneo.server.memories import MemoryRegistry, user_key
+from ireneo.server.periodic import every
 from ireneo.server.settings import Settings
 from ireneo.server.shared_indexer import SharedIndexer
 from ireneo.server.tools import MemoryLease, MemoryTools, Recaller, register_tools
@@ -126,12 +127,7 @@ class MemoryExpiry:
         return removed
 
     async def run_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            try:
-                await asyncio.to_thread(self.run_once)
-            except Exception as exc:  # the next run tries again
-                log_event(log, "memory_expiry", level=logging.ERROR, error=type(exc).__name__)
+        await every(self.interval, self.run_once, "memory_expiry", log)
 
 
 def recaller_for(settings: Settings) -> Recaller:

@@ -29,6 +29,7 @@ from ireneo.formats.gateway import CONVERSATION_ID, MAX_USER_CHARS
 from ireneo.server.ingest import ingest_key_matches
 from ireneo.server.logs import log_event
 from ireneo.server.memories import MemoryRegistry, user_key
+from ireneo.server.periodic import every
 from ireneo.store.base import AuditEntry, Forgotten, conversation_digest
 
 log = logging.getLogger("ireneo.server.forget")
@@ -186,14 +187,8 @@ class Retention:
         return conversations
 
     async def run_forever(self) -> None:
-        if self.days is None:
-            return
-        while True:
-            await asyncio.sleep(self.interval)
-            try:
-                await asyncio.to_thread(self.run_once)
-            except Exception as exc:  # the next run tries again
-                log_event(log, "retention", level=logging.ERROR, error=type(exc).__name__)
+        if self.days is not None:
+            await every(self.interval, self.run_once, "retention", log)
 
 
 def _valid_user(user: str) -> bool:
