@@ -184,3 +184,26 @@ def test_keyword_candidates_are_bm25s_best_and_follow_appends() -> None:
     assert set(range(100, 120)) <= set(best(many, limit=30))
     assert best(layout) == sorted(expected, key=lambda pid: (-expected[pid], pid))
     assert PassageLayout().bm25([0], np.ones(1), 1.0, 10, Filters()).tolist() == []
+
+
+def test_the_passages_holding_every_term_of_a_name() -> None:
+    texts = [
+        "caps from carrow depot 8",
+        "caps from carrow terminal 8 depot",  # every word, not as one name: still held
+        "carrow terminal 8",
+        "depot 8 depot 8",
+        "lunch at carrow",
+    ]
+    layout = PassageLayout().extended([row(i + 1, f"c{i}", 0, t) for i, t in enumerate(texts)])
+
+    def holding(layout: PassageLayout, words: list[str], limit: int = 10, **filters) -> list[int]:
+        found = layout.holding(layout.term_ids(words), limit, Filters(**filters))
+        return layout.ids[found].tolist()
+
+    assert holding(layout, ["carrow", "depot", "8"]) == [1, 2]
+    assert holding(layout, ["carrow", "depot", "8"], limit=1) == [1]
+    assert holding(layout, ["carrow", "depot", "8"], session_id="c1") == [2]
+    assert holding(layout, ["carrow", "noodles"]) == []  # a word no passage holds
+    assert holding(layout, []) == []
+    grown = layout.extended([row(6, "c5", 0, "carrow depot 8 again")])  # after the postings
+    assert holding(grown, ["carrow", "depot", "8"]) == [1, 2, 6]

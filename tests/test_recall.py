@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import pytest
 
 from ireneo import Memory
@@ -183,3 +185,25 @@ def test_turn_windows_reads_several_ranges_at_once(memory, tmp_path):
     ]
     assert memory.store.turn_windows([]) == []
     assert [t.text for t in memory.store.get_turns("a", 1, 2)] == ["a1", "a2"]
+
+
+def test_the_thing_a_question_names_decides_between_near_identical_facts(memory, tmp_path):
+    # The question reads like the second fact, word for word, but names the first one's site.
+    depot = "QC checked the end caps off the mixer at Carrow Depot 8: the reject rate was 5.47%."
+    terminal = (
+        "The quality check on the end caps from the mixer at the Carrow Terminal 8 found a "
+        "reject rate of 4.1%."
+    )
+    conversation(tmp_path, "depot", [depot])
+    conversation(tmp_path, "terminal", [terminal])
+    conversation(
+        tmp_path, "small-talk", ["Lunch at the canteen was fine.", "The drill took an hour."]
+    )
+    memory.index([tmp_path])
+    question = (
+        "What reject rate did the quality check find on the end caps from the mixer at the "
+        "Carrow Depot 8?"
+    )
+    assert sessions_of(memory.recall(question, k=3))[0] == "depot"
+    memory.fusion = replace(memory.fusion, name_weight=0.0)  # words and meaning alone
+    assert sessions_of(memory.recall(question, k=3))[0] == "terminal"

@@ -63,3 +63,52 @@ def terms(text: str) -> list[str]:
 def query_terms(text: str, limit: int = 48) -> list[str]:
     """The distinct terms of a query, first occurrence first, at most `limit` of them."""
     return list(dict.fromkeys(terms(text)))[:limit]
+
+
+# A word or a sentence end, for finding names: apostrophes and hyphens stay inside a word.
+_WORD_OR_STOP = re.compile(r"[^\W_](?:[\w'’-]*[^\W_])?|[.!?]")
+
+
+def names(text: str) -> list[list[str]]:
+    """The names a text mentions, each as its terms in order: every identifier (its joined term,
+    "mt4471") and every run of capitalised words with the numbers that follow them ("Carrow
+    Depot 8", "Valley Forge Mill 2"), once each.
+
+    A capitalised word opening a sentence is taken for a name only in a run of two or more
+    ("Carrow Depot 8 mixer caps", not "Which ..."), and one letter ("I") never is. Scripts
+    without capitals (Hangul) give their identifiers only.
+    """
+    joined = [
+        "".join(part for part in m.groups() if part).lower() for m in _IDENTIFIER.finditer(text)
+    ]
+    found = [[term] for term in joined]
+    for run, opens_sentence in _capitalised_runs(text):
+        if len(run) > 1 or not opens_sentence:
+            found.append(terms(" ".join(run)))
+    unique = {tuple(name): name for name in found if name}
+    return list(unique.values())
+
+
+def _capitalised_runs(text: str) -> list[tuple[list[str], bool]]:
+    """Runs of capitalised words (and the numbers after them) separated by spaces only, each
+    with whether it opens a sentence."""
+    runs: list[tuple[list[str], bool]] = []
+    run: list[str] = []
+    opens_sentence = after_stop = True
+    end = 0
+    for match in _WORD_OR_STOP.finditer(text + "."):  # the stop closes the last run
+        word, gap = match.group(), text[end : match.start()]
+        end = match.end()
+        if run and gap.strip():  # a comma or a dash between words ends a run
+            runs.append((run, opens_sentence))
+            run = []
+        capital = len(word) > 1 and word[0].isupper() and not _IDENTIFIER.fullmatch(word)
+        if capital or (run and word.isdigit()):
+            if not run:
+                opens_sentence = after_stop
+            run.append(word)
+        elif run:
+            runs.append((run, opens_sentence))
+            run = []
+        after_stop = word in ".!?"
+    return runs

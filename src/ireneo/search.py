@@ -1,19 +1,22 @@
 """Hybrid recall: lexical and dense candidates, scored as the windows a person will read.
 
-1. Candidates: the passages BM25 ranks best for the query's rarer terms and the passages
-   nearest to the query vector (exact cosine), both from the store's copies in RAM
-   (store/layout.py, store/vectors.py).
+1. Candidates: the passages BM25 ranks best for the query's rarer terms, and for each name it
+   mentions (an identifier, "Carrow Depot 8"), and the passages nearest to the query vector
+   (exact cosine), all from the store's copies in RAM (store/layout.py, store/vectors.py).
 2. Windows: a hit is shown as a turn with its neighbours (seq ± radius), so that is what gets
    scored. Every turn near a candidate becomes a possible centre; its window's BM25 is computed
    here from the store's term statistics, and its dense score is the best cosine inside it.
    A fact said across two turns ("QC checked the caps from CV-425" … "7.84% rejects") is then
    found as one passage, and the window holding the answer outranks a lone mention.
-   BM25 counts the query's terms (an identifier's joined term weighted up) and its adjacent
-   pairs, so "Norwood Works 11" outranks "Norwood" here and "Works 11" there.
+   BM25 counts the query's terms and its adjacent pairs, so "Norwood Works 11" outranks
+   "Norwood" here and "Works 11" there.
 3. Relevance: a window holding too little of the query's words, and with a cosine below the
    model's floor, is dropped; an unrelated question then gets no hits at all.
 4. Fusion: BM25 scaled by the best window, cosine min-max scaled over the windows, mixed with
-   a fixed weight.
+   a fixed weight; plus a share for the names the query mentions that the window holds whole.
+   Near-identical facts about different things read alike to both BM25 and the model ("the
+   caps from the mixer at Carrow Depot 8" against "...at Carrow Terminal 8"); the name tells
+   them apart.
 5. Hits: best windows first; in each, the turn that matched best on its own is the hit, shown
    with its neighbours and the rest of the window.
 """
@@ -28,7 +31,7 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from ireneo.analyze import query_terms, terms
+from ireneo.analyze import names, query_terms, terms
 from ireneo.model import Hit
 from ireneo.store import Filters, Store, TermStats
 from ireneo.store.base import BM25_B, BM25_K1
@@ -60,8 +63,11 @@ class Fusion:
     pair_weight: two query terms found side by side ("norwood works", "seal leak") count as
     one more term, weighted by this share of the rarer one's IDF: a crude sequential-dependence
     model, so a named site or a phrase beats its words scattered over a turn.
-    identifier_boost: an identifier's joined term (mt4471) weighs this much more than its IDF:
-    naming MT-4471 asks for that ticket, not for any ticket.
+    name_weight: added to a window's score (in [0, 1]) for holding the names the query mentions
+    (analyze.names: identifiers, capitalised runs such as "Carrow Depot 8"), in proportion to
+    how many of them it holds whole: naming MT-4471 or the Carrow Depot 8 mixer asks about
+    that one thing, and a window about another one that shares the question's other words is
+    the wrong answer, however alike they read. Each name also brings its own candidates.
     relevance_floor: the cosine at which a window is relevant by meaning alone; below it, a
     window must also hold `min_coverage` of the query's IDF mass (a word this memory has never
     seen counts as the rarest), so an unrelated question gets no hits, not the nearest noise.
@@ -72,7 +78,7 @@ class Fusion:
 
     lexical_weight: float = 0.7
     pair_weight: float = 0.5
-    identifier_boost: float = 0.5
+    name_weight: float = 0.3
     relevance_floor: float | None = None
     min_coverage: float = 0.2
     candidates: int = CANDIDATES
@@ -114,7 +120,8 @@ def window_scores(
     dense = pool("query").submit(_dense_seeds, store, embed_query, query, filters, fusion)
     words = query_terms(query)
     stats = store.term_stats(words) if words else TermStats(0, 0.0, {})
-    lexical = LexicalQuery.build(query, words, stats, fusion, layout)
+    named = known_names(query, stats) if fusion.name_weight else []
+    lexical = LexicalQuery.build(query, words, named, stats, fusion, layout)
     rarer = selective(words, stats)
     seeds = layout.bm25(
         layout.term_ids(rarer),
@@ -123,6 +130,8 @@ def window_scores(
         fusion.candidates,
         filters,
     )
+    for name in named:  # the passages that hold a name, whatever the question's other words
+        seeds = np.union1d(seeds, layout.holding(layout.term_ids(name), fusion.candidates, filters))
     near = layout.visible(layout.near(seeds, 2 * radius), filters)
     counts = _counts(layout, near, lexical)
     vector, dense_found = dense.result()
@@ -169,23 +178,29 @@ class LexicalQuery:
 
     term_ids: np.ndarray  # the layout's ids of the terms and pairs counted, ascending
     columns: np.ndarray  # the column of each
-    weights: np.ndarray  # per column: IDF, boosted for identifiers, scaled down for pairs
+    weights: np.ndarray  # per column: IDF, scaled down for pairs
     words: int  # the first `words` columns are terms, the rest pairs
     mass: float  # the terms' weights, with the words this memory lacks at the rarest's IDF
     passages: int  # in the memory: IDF means little in a small one
+    names: list[np.ndarray]  # per name the query mentions and the memory holds: its columns
 
     @classmethod
     def build(
-        cls, query: str, words: list[str], stats: TermStats, fusion: Fusion, layout: PassageLayout
+        cls,
+        query: str,
+        words: list[str],
+        named: list[list[str]],
+        stats: TermStats,
+        fusion: Fusion,
+        layout: PassageLayout,
     ) -> LexicalQuery:
         known = [w for w in terms(query) if stats.document_frequency.get(w)]
         pairs = list(dict.fromkeys((a, b) for a, b in pairwise(known) if a != b))
         if not fusion.pair_weight:
             pairs = []
-        boosts = [1 + fusion.identifier_boost * _is_identifier(w) for w in words]
-        weights = [_idf(stats, w) * boost for w, boost in zip(words, boosts, strict=True)]
+        weights = [_idf(stats, w) for w in words]
         rarest = math.log(1 + (stats.passages + 0.5) / 0.5)
-        mass = sum(weight or rarest * boost for weight, boost in zip(weights, boosts, strict=True))
+        mass = sum(weight or rarest for weight in weights)
         weights += [fusion.pair_weight * max(_idf(stats, w) for w in pair) for pair in pairs]
         ids = layout.term_ids(words) + [
             _pair_id(first, second) for first, second in map(layout.term_ids, pairs)
@@ -199,6 +214,7 @@ class LexicalQuery:
             len(words),
             mass,
             stats.passages,
+            _name_columns(named, words, pairs),
         )
 
     def found(self, tokens: np.ndarray, followed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -222,9 +238,25 @@ def _pair_id(first: int, second: int) -> int:
     return (first + 1) * _PAIR + second if first >= 0 and second >= 0 else -1
 
 
-def _is_identifier(term: str) -> bool:
-    """The joined form analyze.py gives an identifier: letters then digits (mt4471)."""
-    return term[:1].isalpha() and term[-1:].isdigit() and term.isalnum() and term.isascii()
+def known_names(query: str, stats: TermStats) -> list[list[str]]:
+    """The names `query` mentions whose every term this memory holds (another can match
+    nothing)."""
+    return [name for name in names(query) if all(stats.document_frequency.get(t) for t in name)]
+
+
+def _name_columns(
+    named: list[list[str]], words: list[str], pairs: list[tuple[str, str]]
+) -> list[np.ndarray]:
+    """Per name: the columns of its terms and of its adjacent pairs, all of which a window
+    holding the name whole has."""
+    column = {word: i for i, word in enumerate(words)}
+    column.update({pair: len(words) + i for i, pair in enumerate(pairs)})
+    held = []
+    for name in named:
+        if all(term in column for term in name):  # a query past 48 terms may lose one
+            parts = name + [pair for pair in pairwise(name) if pair in column]
+            held.append(np.array([column[part] for part in parts], dtype=np.int64))
+    return held
 
 
 @dataclass
@@ -315,6 +347,10 @@ def _fuse_windows(
         window_cosine[relevant],
         fusion.lexical_weight,
     )
+    if lexical.names and fusion.name_weight:
+        held = window_counts[relevant]
+        named = np.mean([(held[:, columns] > 0).all(axis=1) for columns in lexical.names], axis=0)
+        window = window + fusion.name_weight * named
     own = _mix(
         _bm25(counts[centre], lengths[centre], weights, average),
         cosines[centre],

@@ -185,6 +185,24 @@ class PassageLayout:
         best = np.lexsort((passages, -scores))[:limit]  # ties: the earlier passage
         return passages[best]
 
+    def holding(self, term_ids: list[int], limit: int, filters: Filters) -> np.ndarray:
+        """Up to `limit` passages holding every one of the terms (the earliest), among those
+        the filters admit; as positions. Found from the rarest term's postings, so a common word
+        in a name ("Depot" in "Carrow Depot 8") costs nothing."""
+        wanted = np.unique(np.array(term_ids, dtype=np.int64))
+        if not len(wanted) or wanted[0] < 0:
+            return np.zeros(0, dtype=np.int64)
+        postings = self._current_postings()
+        rarest = min(wanted.tolist(), key=postings.count)
+        passages = np.unique(self._occurrences(postings, rarest))
+        tokens, owner, _ = self.tokens_of(passages)
+        hit = np.isin(tokens, wanted)
+        distinct = np.unique(owner[hit] * (int(wanted[-1]) + 1) + tokens[hit])
+        held = np.bincount(distinct // (int(wanted[-1]) + 1), minlength=len(passages))
+        passages = passages[held == len(wanted)]
+        keep = self.admitted(passages, filters) & self._of_block_types(passages, filters)
+        return passages[keep][:limit]
+
     def visible(self, positions: np.ndarray, filters: Filters) -> np.ndarray:
         """What may be scored: an echo neither is a hit nor lends its words to a window, and a
         block type filter keeps its passages only."""
@@ -275,6 +293,10 @@ class _Postings(NamedTuple):
     tokens: int  # how many of the layout's terms it covers (its first passages')
     passages: np.ndarray
     starts: np.ndarray
+
+    def count(self, term: int) -> int:
+        """Occurrences of `term` in the passages covered (0 for a term newer than them)."""
+        return int(self.starts[term + 1] - self.starts[term]) if term < len(self.starts) - 1 else 0
 
     @classmethod
     def of(cls, layout: PassageLayout) -> _Postings:
