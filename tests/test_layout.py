@@ -201,7 +201,7 @@ def test_the_passages_holding_every_term_of_a_name() -> None:
         return layout.ids[found].tolist()
 
     assert holding(layout, ["carrow", "depot", "8"]) == [1, 2]
-    assert holding(layout, ["carrow", "depot", "8"], limit=1) == [1]
+    assert holding(layout, ["carrow", "depot", "8"], limit=1) == [2]  # the latest
     assert holding(layout, ["carrow", "depot", "8"], session_id="c1") == [2]
     assert holding(layout, ["carrow", "noodles"]) == []  # a word no passage holds
     assert holding(layout, []) == []

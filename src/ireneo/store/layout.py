@@ -186,9 +186,10 @@ class PassageLayout:
         return passages[best]
 
     def holding(self, term_ids: list[int], limit: int, filters: Filters) -> np.ndarray:
-        """Up to `limit` passages holding every one of the terms (the earliest), among those
-        the filters admit; as positions. Found from the rarest term's postings, so a common word
-        in a name ("Depot" in "Carrow Depot 8") costs nothing."""
+        """Up to `limit` passages holding every one of the terms (the latest: a name said often
+        is asked about as it is now), among those the filters admit; as positions, ascending.
+        Found from the rarest term's postings, so a common word in a name ("Depot" in "Carrow
+        Depot 8") costs nothing."""
         wanted = np.unique(np.array(term_ids, dtype=np.int64))
         if not len(wanted) or wanted[0] < 0:
             return np.zeros(0, dtype=np.int64)
@@ -201,7 +202,7 @@ class PassageLayout:
         held = np.bincount(distinct // (int(wanted[-1]) + 1), minlength=len(passages))
         passages = passages[held == len(wanted)]
         keep = self.admitted(passages, filters) & self._of_block_types(passages, filters)
-        return passages[keep][:limit]
+        return passages[keep][-limit:]
 
     def visible(self, positions: np.ndarray, filters: Filters) -> np.ndarray:
         """What may be scored: an echo neither is a hit nor lends its words to a window, and a
