@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 
 BM25_K1, BM25_B = 1.2, 0.75  # Okapi BM25's usual constants, wherever a store or search ranks
+READ_ROWS = 4096  # rows a store fetches at once in a long read (a memory's layout, vectors)
 
 
 @dataclass(frozen=True)

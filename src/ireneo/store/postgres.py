@@ -36,6 +36,7 @@ from ireneo.store import pg_schema
 from ireneo.store.base import (
     BM25_B,
     BM25_K1,
+    READ_ROWS,
     AuditEntry,
     Filters,
     Forgotten,
@@ -62,9 +63,6 @@ _SCOPE = (
     f"set_config('search_path', '{pg_schema.SCHEMA}, public', true), "
     "set_config('TimeZone', 'UTC', true)"
 )
-
-
-_STREAM_ROWS = 4096  # rows a long read fetches at once
 
 
 class SchemaOutdated(RuntimeError):
@@ -199,7 +197,7 @@ class PostgresStore(Store):
         ):
             conn.execute(_SCOPE, (self.user,))
             with conn.cursor(name="ireneo_stream", binary=True) as cur:
-                cur.itersize = _STREAM_ROWS
+                cur.itersize = READ_ROWS
                 cur.execute(query, params)
                 yield from cur
 

@@ -23,6 +23,7 @@ import numpy as np
 from ireneo.errors import StorageFull
 from ireneo.model import SessionSummary, Turn, format_ts, parse_ts
 from ireneo.store.base import (
+    READ_ROWS,
     AuditEntry,
     Filters,
     Forgotten,
@@ -445,21 +446,26 @@ class SQLiteStore(Store):
             return self._db.execute("SELECT passages, passage_deletes FROM corpus").fetchone()
 
     def _passage_rows(self, after: int) -> Iterator[PassageRow]:
-        """The passages after `after`, read a chunk at a time (all 60,000 at once would hold
-        ~30 MB more at the peak, which the process then keeps)."""
+        rows = self._stream(
+            "SELECT p.id, t.session_id, t.seq, CAST(strftime('%s', t.ts) AS INTEGER), t.role, "
+            "p.block_type, p.terms, t.echo FROM passages p JOIN turns t ON t.id = p.turn_id "
+            "WHERE p.id > ? ORDER BY p.id",
+            (after,),
+        )
+        return (PassageRow(*row) for row in rows)
+
+    def _stream(self, query: str, params: tuple) -> Iterator[tuple]:
+        """The rows of a long read (a memory's whole layout or vectors), fetched a chunk at a
+        time: all 60,000 at once would hold ~30 MB more at the peak, which the process then
+        keeps. The lock is held per chunk, so writers are not kept waiting for the whole read."""
         with self._lock:
-            cursor = self._db.execute(
-                "SELECT p.id, t.session_id, t.seq, CAST(strftime('%s', t.ts) AS INTEGER), t.role, "
-                "p.block_type, p.terms, t.echo FROM passages p JOIN turns t ON t.id = p.turn_id "
-                "WHERE p.id > ? ORDER BY p.id",
-                (after,),
-            )
+            cursor = self._db.execute(query, params)
         while True:
             with self._lock:
-                rows = cursor.fetchmany(4096)
+                rows = cursor.fetchmany(READ_ROWS)
             if not rows:
                 return
-            yield from (PassageRow(*row) for row in rows)
+            yield from rows
 
     def dense_search(
         self, query: np.ndarray, limit: int, filters: Filters
@@ -483,19 +489,11 @@ class SQLiteStore(Store):
             return self._db.execute("SELECT vectors, vector_deletes FROM corpus").fetchone()
 
     def _vector_rows(self, after: int) -> Iterator[tuple[int, np.ndarray]]:
-        """The vectors of the passages after `after`, read a chunk at a time, as
-        `_passage_rows` reads the passages."""
-        with self._lock:
-            cursor = self._db.execute(
-                "SELECT passage_id, vector FROM vectors WHERE passage_id > ? ORDER BY passage_id",
-                (after,),
-            )
-        while True:
-            with self._lock:
-                rows = cursor.fetchmany(4096)
-            if not rows:
-                return
-            yield from ((pid, np.frombuffer(blob, dtype="<f4")) for pid, blob in rows)
+        rows = self._stream(
+            "SELECT passage_id, vector FROM vectors WHERE passage_id > ? ORDER BY passage_id",
+            (after,),
+        )
+        return ((pid, np.frombuffer(blob, dtype="<f4")) for pid, blob in rows)
 
     def _filtered_passage_ids(self, filters: Filters) -> np.ndarray:
         where, params = _filter_sql(filters)
