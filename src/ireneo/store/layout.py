@@ -198,8 +198,9 @@ class PassageLayout:
         passages = np.unique(self._occurrences(postings, rarest))
         tokens, owner, _ = self.tokens_of(passages)
         hit = np.isin(tokens, wanted)
-        distinct = np.unique(owner[hit] * (int(wanted[-1]) + 1) + tokens[hit])
-        held = np.bincount(distinct // (int(wanted[-1]) + 1), minlength=len(passages))
+        width = int(wanted[-1]) + 1  # a (passage, term) pair as one integer
+        distinct = np.unique(owner[hit] * width + tokens[hit])
+        held = np.bincount(distinct // width, minlength=len(passages))
         passages = passages[held == len(wanted)]
         keep = self.admitted(passages, filters) & self._of_block_types(passages, filters)
         return passages[keep][-limit:]
