@@ -1,10 +1,11 @@
-"""Text to terms (analyze.py): what keyword search and the names a query mentions are made of."""
+"""Text to terms (analyze.py): what keyword search, the names a query mentions and the
+sentences a reranker weighs are made of."""
 
 from __future__ import annotations
 
 import pytest
 
-from ireneo.analyze import names, query_terms, terms
+from ireneo.analyze import names, query_terms, sentences, terms
 
 
 def test_identifiers_give_their_parts_and_a_joined_term() -> None:
@@ -35,3 +36,25 @@ def test_identifiers_give_their_parts_and_a_joined_term() -> None:
 )
 def test_the_names_a_text_mentions(text: str, expected: list[list[str]]) -> None:
     assert names(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "most", "expected"),
+    [
+        (
+            "Hi there. P-253 won't restart! Ticket?\nMT-8305 is open",
+            8,
+            ["Hi there.", "P-253 won't restart!", "Ticket?", "MT-8305 is open"],
+        ),
+        ("3.5% rejects on K-2.5 today.", 8, ["3.5% rejects on K-2.5 today."]),  # no space: no end
+        (
+            "회의는 끝났어요. 결정은 DR-4878이에요.",
+            8,
+            ["회의는 끝났어요.", "결정은 DR-4878이에요."],
+        ),
+        ("One. Two. Three. Four. Five.", 2, ["One. Two.", "Three. Four. Five."]),  # runs, all kept
+        ("  \n ", 8, []),
+    ],
+)
+def test_sentences_are_verbatim_and_bounded(text: str, most: int, expected: list[str]) -> None:
+    assert sentences(text, most) == expected

@@ -194,3 +194,20 @@ def test_memories_add_search_list_delete(home):
     assert "Rahul: card worked" in run("list")
     assert run("delete", stored["id"]) == f"Deleted memory {stored['id']}.\n"
     assert "no memory" in run("delete", stored["id"], code=1)
+
+
+def test_recall_can_rerank_its_hits(indexed):
+    fused = json.loads(indexed("recall", "--json", "-k", "3", "--", "N-11 capacity decision"))
+    reranked = json.loads(
+        indexed(
+            "recall", "--json", "-k", "3", "--rerank", "sentences", "--", "N-11 capacity decision"
+        )
+    )
+    before = {(h["session_id"], h["seq"]): h["score"] for h in fused["hits"]}
+    after = [h["score"] for h in reranked["hits"]]
+    assert after == sorted(after, reverse=True)
+    assert all(  # the same hits or better ones, each scored higher than its fused score
+        score > before.get((h["session_id"], h["seq"]), 0.0)
+        for h, score in zip(reranked["hits"], after, strict=True)
+    )
+    assert "unknown reranker 'bogus'" in indexed("recall", "--rerank", "bogus", "x", code=1)

@@ -14,7 +14,7 @@ from ireneo.server.memories import MemoryRegistry, user_key
 
 
 class FakeMemory:
-    def __init__(self, home, *, model=None):
+    def __init__(self, home, *, model=None, rerank=None):
         self.home = home
         self.closed = False
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from itertools import pairwise
 
 import Stemmer
 
@@ -112,3 +113,17 @@ def _capitalised_runs(text: str) -> list[tuple[list[str], bool]]:
             run = []
         after_stop = word in ".!?"
     return runs
+
+
+# A sentence ends at . ! ? … (or the CJK stops) before whitespace, or at a line break.
+_SENTENCE_END = re.compile(r"(?<=[.!?…。！？])\s+|\s*\n\s*")
+
+
+def sentences(text: str, most: int) -> list[str]:
+    """The text's sentences, verbatim and in order; a text of more than `most` sentences gives
+    `most` runs of consecutive sentences instead (every sentence in exactly one)."""
+    found = [s for s in _SENTENCE_END.split(text.strip()) if s]
+    if len(found) <= most:
+        return found
+    bounds = [round(i * len(found) / most) for i in range(most + 1)]
+    return [" ".join(found[a:b]) for a, b in pairwise(bounds)]

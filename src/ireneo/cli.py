@@ -106,12 +106,28 @@ def _index_summary(report) -> str:
 @click.option("--until", help="Only turns on or before this date or time.")
 @click.option("--role", help="Only turns of this role (user, assistant, …).")
 @click.option("--session", "session_id", help="Only this conversation.")
+@click.option(
+    "--rerank",
+    metavar="sentences|DIR",
+    help="A last look at the best hits [env IRENEO_RERANK, default none]: sentences weighs each "
+    "hit's sentence nearest the query; DIR is a cross-encoder (see docs/rerank.md).",
+)
 @memory_options
 def recall(
-    memory: Memory, as_json: bool, query: tuple[str, ...], k: int, since, until, role, session_id
+    memory: Memory,
+    as_json: bool,
+    query: tuple[str, ...],
+    k: int,
+    since,
+    until,
+    role,
+    session_id,
+    rerank: str | None,
 ) -> None:
     """Ranked, dated passages for QUERY. Put -- before a query that starts with -."""
     text = " ".join(query)
+    if rerank:
+        memory.rerank = rerank
     hits = memory.recall(text, k=k, since=since, until=until, role=role, session_id=session_id)
     document = {"query": text, "hits": [hit.to_dict() for hit in hits]}
     emit(as_json, document, render_hits(hits) if hits else f"No passages found for {text!r}.")

@@ -40,6 +40,7 @@ __all__ = [
     "Embedder",
     "OnnxEmbedder",
     "load_embedder",
+    "onnx_files",
 ]
 
 
@@ -364,11 +365,7 @@ class OnnxEmbedder:
     def from_directory(cls, directory: Path) -> OnnxEmbedder:
         """A sentence-transformers directory holding an ONNX export and its tokenizer.json."""
         directory = directory.resolve()
-        places = (directory / "model.onnx", directory / "onnx" / "model.onnx")
-        model = next((p for p in places if p.is_file()), None)
-        tokenizer = directory / "tokenizer.json"
-        if model is None or not tokenizer.is_file():
-            raise ValueError("it needs model.onnx (or onnx/model.onnx) and tokenizer.json")
+        model, tokenizer = onnx_files(directory)
         pooling = _read_json(directory / "1_Pooling" / "config.json")
         st_config = _read_json(directory / "sentence_bert_config.json")
         prompts = _read_json(directory / "config_sentence_transformers.json").get("prompts") or {}
@@ -436,6 +433,16 @@ class OnnxEmbedder:
             if any(o.name == wanted for o in outputs):
                 return wanted
         return outputs[0].name
+
+
+def onnx_files(directory: Path) -> tuple[Path, Path]:
+    """The ONNX graph and tokenizer.json of a model directory exported for onnxruntime."""
+    places = (directory / "model.onnx", directory / "onnx" / "model.onnx")
+    model = next((p for p in places if p.is_file()), None)
+    tokenizer = directory / "tokenizer.json"
+    if model is None or not tokenizer.is_file():
+        raise ValueError("it needs model.onnx (or onnx/model.onnx) and tokenizer.json")
+    return model, tokenizer
 
 
 def _length_batches(order: list[int], lengths: list[int], most: int) -> list[list[int]]:

@@ -27,6 +27,8 @@ from ireneo.echoes import EchoPolicy, is_echo
 from ireneo.embed import DEFAULT_MODEL, RELEVANCE_FLOOR, Embedder, load_embedder
 from ireneo.errors import ModelMismatch, NotFound
 from ireneo.model import Hit, SessionSummary, Turn
+from ireneo.rerank import check_name as check_reranker
+from ireneo.rerank import load_reranker
 from ireneo.store import Filters, Status, StoreResult, open_store
 from ireneo.store.base import AuditEntry, Forgotten
 
@@ -55,6 +57,7 @@ class Memory:
         home: str | Path | None = None,
         *,
         model: str | None = None,
+        rerank: str | None = None,
         redact: bool | None = None,
         database: str | ConnectionPool | None = None,
         user: str | None = None,
@@ -86,6 +89,9 @@ class Memory:
         self._embedder: Embedder | None = None
         self._embedder_lock = threading.Lock()
         self.fusion = search.Fusion(relevance_floor=RELEVANCE_FLOOR.get(self.model_name))
+        # the last stage of every recall (ireneo.rerank): `rerank`, else IRENEO_RERANK, else none
+        self.rerank = rerank or os.environ.get("IRENEO_RERANK") or None
+        check_reranker(self.rerank)
 
     # -- the embedder is loaded on first need: reading a conversation needs none -----------
     @property
@@ -177,7 +183,8 @@ class Memory:
         include_echoes: bool = False,
     ) -> list[Hit]:
         """The `k` turns that best match `query`, best first, each with its neighbours.
-        Recall echoes (ireneo.echoes) are left out unless `include_echoes`."""
+        Recall echoes (ireneo.echoes) are left out unless `include_echoes`. `reranker`, when
+        given, is the last stage instead of the memory's own (`rerank`, ireneo.rerank)."""
         filters = Filters(
             include_echoes=include_echoes,
             since=_instant(since, end_of_day=False),
@@ -186,7 +193,10 @@ class Memory:
             session_id=session_id,
             block_types=tuple(block_types) if block_types else None,
         )
-        embed = self.embedder.embed_query if self.store.get_meta("model") else None
+        embed = None
+        if self.store.get_meta("model"):  # a memory with vectors (none before the first index)
+            embed = self.embedder.embed_query
+            reranker = reranker or load_reranker(self.rerank, self.embedder)
         return search.recall(self.store, embed, query, k, filters, radius, self.fusion, reranker)
 
     def get(

@@ -49,7 +49,9 @@ class Score(NamedTuple):
 
 
 class Reranker(Protocol):
-    """An optional last stage: reorders the fused hits (for example a cross-encoder)."""
+    """An optional last stage: reorders the fused hits (see ireneo.rerank)."""
+
+    depth: int  # how many of the best fused hits it reorders
 
     def rerank(self, query: str, hits: list[Hit]) -> list[Hit]: ...
 
@@ -96,7 +98,7 @@ def recall(
 ) -> list[Hit]:
     """The `k` best turns for `query`, best first. `embed_query` None means lexical only."""
     filters, fusion = filters or Filters(), fusion or Fusion()
-    pool = k * 4 if reranker else k
+    pool = max(k, reranker.depth) if reranker else k
     scores = window_scores(store, embed_query, query, filters, radius, fusion)
     hits = build_hits(store, scores, pool, radius, include_echoes=filters.include_echoes)
     if reranker:

@@ -24,7 +24,8 @@ def markdown(document: dict) -> str:
     lines = [
         f"# ireneo bench, {document['started']}",
         "",
-        f"Model {document.get('model', '?')}, family {document['config']['family']}, "
+        f"Model {document.get('model', '?')}, reranker {document.get('rerank', 'none')}, "
+        f"family {document['config']['family']}, "
         f"{document['config']['questions']} questions per size, "
         f"{document['machine']['cores']} cores. hit@k: the answer is in the returned text; "
         "strict@k: a returned turn is from the right conversation.",

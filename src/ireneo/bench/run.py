@@ -318,6 +318,8 @@ def save(runs: list[Run], config: Config, started: str) -> Path:
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()},
         "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0]},
         "model": config.model or DEFAULT_MODEL,
+        # every Memory the run opens, in process and in its children, reads it
+        "rerank": os.environ.get("IRENEO_RERANK") or "none",
         "runs": [asdict(r) for r in runs],
     }
     (config.out / "latest.json").write_text(json.dumps(document, indent=1))

@@ -152,7 +152,11 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
 
     pool = _database(settings)
     registry = MemoryRegistry(
-        settings.users_dir, capacity=settings.max_open_memories, model=settings.model, database=pool
+        settings.users_dir,
+        capacity=settings.max_open_memories,
+        model=settings.model,
+        rerank=settings.rerank,
+        database=pool,
     )
     indexer: Indexer | SharedIndexer
     if pool is not None:

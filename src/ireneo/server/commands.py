@@ -85,7 +85,9 @@ def mcp(home: Path | None) -> None:
 
     settings = _settings(home=home)
     configure_logging(logging.WARNING)  # stderr only: stdout carries the protocol
-    server = create_stdio_server(settings.home, recaller_for(settings), model=settings.model)
+    server = create_stdio_server(
+        settings.home, recaller_for(settings), model=settings.model, rerank=settings.rerank
+    )
     asyncio.run(server.run_stdio_async(show_banner=False))
 
 

@@ -52,13 +52,14 @@ class MemoryRegistry:
         *,
         capacity: int = 64,
         model: str | None = None,
+        rerank: str | None = None,
         opener: Callable[..., Memory] = Memory,
         database: ConnectionPool | None = None,
     ):
         self.users_dir = Path(users_dir)
         self.database = database
         self.capacity = max(1, capacity)
-        self.model = model
+        self.model, self.rerank = model, rerank
         self._opener = opener
         self._lock = threading.Lock()
         self._open: OrderedDict[str, _Entry] = OrderedDict()
@@ -154,14 +155,16 @@ class MemoryRegistry:
                 if not create and not self.exists(key):
                     return None
                 if self.database is not None:
-                    memory = self._opener(database=self.database, user=key, model=self.model)
+                    memory = self._opener(
+                        database=self.database, user=key, model=self.model, rerank=self.rerank
+                    )
                 else:
                     assert path is not None
                     created = create and not path.exists()
                     if create:
                         path.mkdir(mode=0o700, parents=True, exist_ok=True)
                     try:
-                        memory = self._opener(path, model=self.model)
+                        memory = self._opener(path, model=self.model, rerank=self.rerank)
                     except BaseException:
                         if created:  # a full disk: leave no empty memory behind
                             shutil.rmtree(path, ignore_errors=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from ireneo.memories import MemoryPolicy
+from ireneo.rerank import check_name as check_reranker
 
 MIN_INGEST_KEY_CHARS = 16
 MIN_ADMIN_KEY_CHARS = 16
@@ -41,6 +42,7 @@ class Settings:
     database_app_role: str = "ireneo_app"
     db_upgrade: bool = False  # apply missing migrations at start (IRENEO_DB_UPGRADE=1)
     model: str | None = None
+    rerank: str | None = None  # the last stage of every recall (ireneo.rerank)
     max_body_bytes: int = 1024 * 1024
     index_debounce: float = 1.0
     recall_k: int = 3
@@ -105,6 +107,7 @@ class Settings:
             "database_app_role": text("IRENEO_DATABASE_APP_ROLE") or cls.database_app_role,
             "db_upgrade": (text("IRENEO_DB_UPGRADE") or "0").lower() in ("1", "true", "yes", "on"),
             "model": text("IRENEO_MODEL"),
+            "rerank": text("IRENEO_RERANK"),
             "max_body_bytes": number("IRENEO_MAX_BODY_BYTES", int, cls.max_body_bytes),
             "index_debounce": number("IRENEO_INDEX_DEBOUNCE", float, cls.index_debounce),
             "recall_k": number("IRENEO_RECALL_K", int, cls.recall_k),
@@ -171,6 +174,10 @@ class Settings:
         url = self.database_url or ""
         if "://" in url and not url.startswith(("postgresql://", "postgres://")):
             out.append("IRENEO_DATABASE_URL must be a postgresql:// URL (or libpq key=value)")
+        try:
+            check_reranker(self.rerank)
+        except ValueError as exc:
+            out.append(f"IRENEO_RERANK: {exc}")
         if self.db_upgrade and not self.database_url:
             out.append("IRENEO_DB_UPGRADE is set without IRENEO_DATABASE_URL: nothing to upgrade")
         if not self.ingest_key:

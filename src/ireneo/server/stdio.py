@@ -19,9 +19,9 @@ from ireneo.server.tools import MemoryTools, Recaller, register_tools
 class SingleMemory:
     """The one memory in `home`, opened on first use; absent until that directory exists."""
 
-    def __init__(self, home: Path, *, model: str | None = None):
+    def __init__(self, home: Path, *, model: str | None = None, rerank: str | None = None):
         self.home = Path(home)
-        self.model = model
+        self.model, self.rerank = model, rerank
         self._memory: Memory | None = None
         self._lock = threading.Lock()
 
@@ -29,7 +29,7 @@ class SingleMemory:
     def lease(self, *, create: bool = False) -> Iterator[Memory | None]:
         with self._lock:
             if self._memory is None and (create or self.home.exists()):
-                self._memory = Memory(self.home, model=self.model)
+                self._memory = Memory(self.home, model=self.model, rerank=self.rerank)
             memory = self._memory
         yield memory
 
@@ -40,8 +40,10 @@ class SingleMemory:
                 self._memory = None
 
 
-def create_stdio_server(home: Path, recaller: Recaller, *, model: str | None = None) -> FastMCP:
-    single = SingleMemory(home, model=model)
+def create_stdio_server(
+    home: Path, recaller: Recaller, *, model: str | None = None, rerank: str | None = None
+) -> FastMCP:
+    single = SingleMemory(home, model=model, rerank=rerank)
 
     @asynccontextmanager
     async def lifespan(server: FastMCP):
