@@ -207,3 +207,19 @@ def test_the_thing_a_question_names_decides_between_near_identical_facts(memory,
     assert sessions_of(memory.recall(question, k=3))[0] == "depot"
     memory.fusion = replace(memory.fusion, name_weight=0.0)  # words and meaning alone
     assert sessions_of(memory.recall(question, k=3))[0] == "terminal"
+
+
+def test_a_window_ending_on_a_question_shows_the_reply(memory, tmp_path):
+    def chat(session_id: str, pump: str, third: str) -> None:
+        texts = ["Hi, quick one today.", f"QC looked at the caps from the pump {pump} today."]
+        conversation(tmp_path, session_id, [*texts, third, "6.03% rejects, not great.", "Noted."])
+
+    chat("asked", "P-968", "What did the numbers look like?")
+    chat("told", "P-969", "The numbers came in this morning.")
+    memory.index([tmp_path])
+    asked = memory.recall("caps from the pump P-968", k=1)[0]
+    assert (asked.session_id, asked.seq) == ("asked", 1)
+    assert [c.seq for c in asked.context] == [0, 2, 3]  # the question's answer is shown
+    told = memory.recall("caps from the pump P-969", k=1)[0]
+    assert (told.session_id, told.seq, [c.seq for c in told.context]) == ("told", 1, [0, 2])
+    assert memory.recall("caps from the pump P-968", k=1, radius=0)[0].context == []

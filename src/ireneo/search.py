@@ -18,7 +18,9 @@
    caps from the mixer at Carrow Depot 8" against "...at Carrow Terminal 8"); the name tells
    them apart.
 5. Hits: best windows first; in each, the turn that matched best on its own is the hit, shown
-   with its neighbours and the rest of the window.
+   with its neighbours and the rest of the window. A window whose last turn asks a question
+   also shows the reply: a fact is often said in answer ("What did the numbers look like?" /
+   "6.03% rejects"), and a hit that stopped at the question would leave the answer unseen.
 """
 
 from __future__ import annotations
@@ -434,7 +436,8 @@ def build_hits(
 
     Inside a winning window the turn that matched best on its own is the hit; the context is
     its neighbours together with the rest of the window, so the evidence the window was ranked
-    on is all shown. A window whose turns are already shown in a better hit is skipped.
+    on is all shown, and the reply to the window's last turn when that turn asks something.
+    A window whose turns are already shown in a better hit is skipped.
     The turns of every hit are read at once; a turn forgotten since it was scored is left out.
     """
     ranked = sorted(scores.items(), key=lambda item: (-item[1].window, item[0]))
@@ -450,9 +453,12 @@ def build_hits(
         first, last = min(seq, best) - radius, max(seq, best) + radius
         shown.update((session_id, s) for s in range(first, last + 1))
         chosen.append((session_id, best, score, first, last))
-    windows = store.turn_windows([(sid, first, last) for sid, _, _, first, last in chosen])
+    # one turn more than the window: the reply, shown when the window ends on a question
+    windows = store.turn_windows([(sid, first, last + 1) for sid, _, _, first, last in chosen])
     hits: list[Hit] = []
-    for (session_id, best, score, _, _), turns in zip(chosen, windows, strict=True):
+    for (session_id, best, score, _, last), turns in zip(chosen, windows, strict=True):
+        if not (radius and any(t.seq == last and _asks(t.text) for t in turns)):
+            turns = [t for t in turns if t.seq <= last]
         hit = next((t for t in turns if t.seq == best), None)
         if hit is None:  # forgotten between the two queries
             continue
@@ -463,3 +469,9 @@ def build_hits(
             Hit(session_id, hit.turn_uuid, best, hit.ts, hit.role, hit.text, score.window, context)
         )
     return hits
+
+
+def _asks(text: str) -> bool:
+    """Whether a turn asks something: the turn after it is then its answer ("Is there a ticket
+    yet?" / "Yes, Grace opened MT-7535"), and a window ending on it shows that answer too."""
+    return "?" in text or "？" in text
