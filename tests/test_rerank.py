@@ -114,6 +114,8 @@ def test_a_cross_encoder_orders_the_hits_by_its_score(tmp_path, embedder):
     ranked = reranker.rerank("ticket for pump P-253", hits)
     # the hit's tokens found in the query: ticket, -, for, pump, p, -, 253 and [SEP] in "all"
     assert [(h.session_id, h.score) for h in ranked] == [("all", 8.0), ("two", 5.0), ("none", 1.0)]
+    long_query = "pump " * 600  # longer than the model's 512 tokens: the query is cut, not refused
+    assert [h.session_id for h in reranker.rerank(long_query, hits)][0] in ("all", "two")
 
 
 def test_a_memory_reranks_with_a_cross_encoder_directory(home, tmp_path):

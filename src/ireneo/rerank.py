@@ -80,8 +80,8 @@ class CrossEncoderReranker:
 
         self._tokenizer = Tokenizer.from_file(str(tokenizer_file))
         self._tokenizer.no_padding()
-        # the query is kept whole; a long hit loses its end
-        self._tokenizer.enable_truncation(max_tokens, strategy="only_second")
+        # the longer of query and hit loses its end (the hit, unless the query is the longer)
+        self._tokenizer.enable_truncation(max_tokens, strategy="longest_first")
         options = ort.SessionOptions()
         options.intra_op_num_threads = usable_cores()
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
