@@ -223,3 +223,20 @@ def test_a_window_ending_on_a_question_shows_the_reply(memory, tmp_path):
     told = memory.recall("caps from the pump P-969", k=1)[0]
     assert (told.session_id, told.seq, [c.seq for c in told.context]) == ("told", 1, [0, 2])
     assert memory.recall("caps from the pump P-968", k=1, radius=0)[0].context == []
+
+
+def test_length_norm_sets_how_much_a_longer_window_is_discounted(memory, tmp_path):
+    from ireneo.formats import funes_jsonl
+
+    filler = " ".join(f"word{i}" for i in range(40))
+    for session_id, text in (("short", "pump seal leak"), ("long", f"pump seal leak {filler}")):
+        memory.store_turns(funes_jsonl.read_file(conversation(tmp_path, session_id, [text])))
+
+    def long_against_short(length_norm: float) -> float:  # lexical only: nothing is embedded
+        memory.fusion = replace(memory.fusion, length_norm=length_norm)
+        found = {h.session_id: h.score for h in memory.recall("pump seal leak", k=2)}
+        return found["long"] / found["short"]
+
+    kept = memory.fusion.length_norm
+    assert long_against_short(0.0) == pytest.approx(1.0)  # b = 0: length does not count
+    assert long_against_short(0.75) < long_against_short(kept) < 1.0  # Okapi's b discounts more

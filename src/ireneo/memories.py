@@ -46,6 +46,7 @@ from ireneo.errors import IreneoError, NotFound
 from ireneo.model import Hit, format_ts
 from ireneo.privacy import redact
 from ireneo.store.base import (
+    BM25_B,
     IMPORTANCE_LEVELS,
     MemoryDraft,
     MemoryFilter,
@@ -311,7 +312,8 @@ class Memories:
                 if term in index:
                     counts[row, index[term]] = count
         idf = np.array([search._idf(stats, word) for word in words])
-        bm25 = search._bm25(counts, lengths, idf, stats.average_length or 1.0)
+        # Okapi's b: `Fusion.length_norm` was measured on conversation windows, not on notes
+        bm25 = search._bm25(counts, lengths, idf, stats.average_length or 1.0, BM25_B)
         cosine = np.array([cosines.get(r.memory_id, math.nan) for r in records])
         return search._mix(bm25, cosine, self.memory.fusion.lexical_weight)
 
