@@ -240,3 +240,43 @@ def test_length_norm_sets_how_much_a_longer_window_is_discounted(memory, tmp_pat
     kept = memory.fusion.length_norm
     assert long_against_short(0.0) == pytest.approx(1.0)  # b = 0: length does not count
     assert long_against_short(0.75) < long_against_short(kept) < 1.0  # Okapi's b discounts more
+
+
+def test_a_window_counts_each_term_once(memory, tmp_path):
+    """A machine named again and again in small talk does not outrank the turn that also holds
+    the question's other words: a window holds a term or not."""
+    from ireneo.formats import funes_jsonl
+
+    chats = {
+        "echoes": [
+            "The label on pump P-253 is missing.",
+            "Okay, good to know where things stand with P-253.",
+            "Someone left the panel open on P-253 again.",
+        ],
+        "fact": ["Pump P-253 will not restart after the weekend.", "Noted.", "Thanks."],
+    }
+    for n in range(6):  # "restart" is common, P-253 rare: one mention of it weighs more
+        chats[f"other{n}"] = [f"The printer {n} needed a restart.", "Noted.", "Thanks."]
+    for session_id, texts in chats.items():
+        memory.store_turns(funes_jsonl.read_file(conversation(tmp_path, session_id, texts)))
+    assert memory.recall("P-253 restart", k=1)[0].session_id == "fact"
+
+
+def test_a_rare_name_weighs_more_than_a_common_one(memory, tmp_path):
+    """A question naming a common thing ("QC", in many conversations) and a rare one (a site):
+    the turn holding the site outranks the one holding "QC" and a little more of the words."""
+    from ireneo.formats import funes_jsonl
+
+    chats = {
+        "site": ["At the Thornbury Terminal the hose fittings showed 5.5% rejects.", "Noted."],
+        "common": ["The QC reject rate for the hose fittings batch came out fine.", "Noted."],
+    }
+    for n in range(8):
+        chats[f"qc{n}"] = [f"QC checked batch {n} of caps today.", "Noted."]
+        chats[f"terminal{n}"] = [f"The Harbor Terminal {n} crew cleaned up.", "Noted."]
+    for session_id, texts in chats.items():
+        memory.store_turns(funes_jsonl.read_file(conversation(tmp_path, session_id, texts)))
+    query = "what was the QC reject rate for the hose fittings at the Thornbury Terminal"
+    assert memory.recall(query, k=1)[0].session_id == "site"
+    memory.fusion = replace(memory.fusion, name_weight=0.0)  # by the words alone, "QC" wins
+    assert memory.recall(query, k=1)[0].session_id == "common"
