@@ -5,7 +5,8 @@
    (exact cosine), all from the store's copies in RAM (store/layout.py, store/vectors.py).
 2. Windows: a hit is shown as a turn with its neighbours (seq ± radius), so that is what gets
    scored. Every turn near a candidate becomes a possible centre; its window's BM25 is computed
-   here from the store's term statistics, and its dense score is the best cosine inside it.
+   here from the store's term statistics, counting each term the window holds once, and its
+   dense score is the best cosine inside it.
    A fact said across two turns ("QC checked the caps from CV-425" … "7.84% rejects") is then
    found as one passage, and the window holding the answer outranks a lone mention.
    BM25 counts the query's terms and its adjacent pairs, so "Norwood Works 11" outranks
@@ -13,7 +14,8 @@
 3. Relevance: a window holding too little of the query's words, and with a cosine below the
    model's floor, is dropped; an unrelated question then gets no hits at all.
 4. Fusion: BM25 scaled by the best window, cosine min-max scaled over the windows, mixed with
-   a fixed weight; plus a share for the names the query mentions that the window holds whole.
+   a fixed weight; plus a share for the names the query mentions that the window holds whole,
+   a rare name counting for more than a common one.
    Near-identical facts about different things read alike to both BM25 and the model ("the
    caps from the mixer at Carrow Depot 8" against "...at Carrow Terminal 8"); the name tells
    them apart.
