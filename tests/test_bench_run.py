@@ -25,7 +25,10 @@ def test_bench_writes_tables_json_and_plots(tmp_path):
     perf = run["perf"]
     assert perf["turns_per_s"] > 0 and perf["warm_p50_ms"] > 0 and perf["serve_rss_mb"] > 0
     assert perf["new_found_by_meaning"] == 1.0 and perf["new_keyword_ms"] > 0
+    # timed against the reference's fusion, question by question in the same process
+    assert perf["reference_p50_ms"] > 0 and perf["warm_vs_reference"] > 0
     assert "| en | 60 | ireneo | short |" in (out / "latest.md").read_text()
+    assert "warm ÷ reference fusion" in (out / "latest.md").read_text()
     assert (out / "accuracy.png").stat().st_size > 10_000 and (
         out / "latest.md"
     ).read_text() in result.output

@@ -1,5 +1,9 @@
 """A fresh process that serves one memory: warm recall latency, its RSS, and time-to-searchable.
 
+Each question is also asked through the reference's fusion (`run.method_funes_rrf`) right after
+ireneo's recall; the median of the paired ratios says what ireneo's scoring costs on top of
+the reference design, and holds when the machine's speed changes by the hour.
+
     python -m ireneo.bench.probe HOME QUESTIONS.json   → one JSON object on stdout
 
 HOME `-`: the memory that IRENEO_DATABASE_URL and IRENEO_USER name.
@@ -13,9 +17,11 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ireneo.bench.run import method_funes_rrf
 from ireneo.memory import Memory
 from ireneo.model import Block, Turn
 
@@ -38,19 +44,29 @@ def percentile(values: list[float], q: float) -> float:
 def probe(home: Path | None, questions: list[dict]) -> dict[str, float]:
     with Memory(home) as memory:
         memory.recall("warm up", k=8)
-        times = []
+        method_funes_rrf(memory, "warm up", 8)
+        times, reference = [], []
         for question in questions:
             for form in ("short", "long"):
-                started = time.perf_counter()
-                memory.recall(question[form], k=8)
-                times.append((time.perf_counter() - started) * 1000)
+                times.append(_milliseconds(memory.recall, question[form], k=8))
+                reference.append(_milliseconds(method_funes_rrf, memory, question[form], 8))
         result = {
             "warm_p50_ms": statistics.median(times),
             "warm_p95_ms": percentile(times, 95),
+            "reference_p50_ms": statistics.median(reference),
+            "warm_vs_reference": statistics.median(
+                own / other for own, other in zip(times, reference, strict=True)
+            ),
             "serve_rss_mb": rss_mb(),
         }
         result.update(time_to_searchable(memory))
         return result
+
+
+def _milliseconds(call: Callable[..., object], *args: object, **kwargs: object) -> float:
+    started = time.perf_counter()
+    call(*args, **kwargs)
+    return (time.perf_counter() - started) * 1000
 
 
 def time_to_searchable(memory: Memory) -> dict[str, float]:

@@ -11,6 +11,7 @@ PERF_COLUMNS = [
     ("index_peak_rss_mb", "index peak MB", "{:.0f}"),
     ("warm_p50_ms", "warm p50 ms", "{:.1f}"),
     ("warm_p95_ms", "warm p95 ms", "{:.1f}"),
+    ("warm_vs_reference", "warm ÷ reference fusion", "{:.2f}×"),
     ("cold_p50_ms", "cold p50 ms", "{:.0f}"),
     ("serve_rss_mb", "serve RSS MB", "{:.0f}"),
     ("new_keyword_ms", "new: keyword ms", "{:.0f}"),
