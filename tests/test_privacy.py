@@ -116,3 +116,17 @@ def test_the_server_stores_ingested_turns_redacted(tmp_path):
         assert not on_disk(srv.memory_dir("alice"), AWS)
     finally:
         srv.close()
+
+
+def test_the_server_compiles_the_detectors_at_start_not_at_the_first_post(tmp_path):
+    """Importing detect-secrets and compiling its patterns takes ~0.2 s: the server does it
+    while it starts, with the model, so the first conversation posted does not wait for it."""
+    from ireneo import privacy
+    from tests.conftest_server import RunningServer, make_settings, wait_for
+
+    privacy._patterns.cache_clear()
+    srv = RunningServer(make_settings(tmp_path / "home"))
+    try:
+        wait_for(lambda: privacy._patterns.cache_info().currsize == 1, what="the detectors")
+    finally:
+        srv.close()
