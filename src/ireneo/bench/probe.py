@@ -1,8 +1,8 @@
 """A fresh process that serves one memory: warm recall latency, its RSS, and time-to-searchable.
 
 Each question is also asked through the reference's fusion (`run.method_funes_rrf`) right after
-ireneo's recall; the median of the paired ratios says what ireneo's scoring costs on top of
-the reference design, and holds when the machine's speed changes by the hour.
+ireneo's recall, and the median of the paired ratios compares the two at the same moment: the
+machine's speed here changes by the hour.
 
     python -m ireneo.bench.probe HOME QUESTIONS.json   → one JSON object on stdout
 
