@@ -41,6 +41,8 @@ __all__ = [
     "OnnxEmbedder",
     "load_embedder",
     "onnx_files",
+    "token_feeds",
+    "token_inputs",
 ]
 
 
@@ -322,13 +324,7 @@ class OnnxEmbedder:
             str(model_file), sess_options=options, providers=["CPUExecutionProvider"]
         )
         self._workers = ThreadPoolExecutor(parallel_calls, thread_name_prefix="ireneo-embed")
-        self._inputs = {
-            i.name: (np.int32 if "int32" in i.type else np.int64)
-            for i in self._session.get_inputs()
-        }
-        unknown = set(self._inputs) - {"input_ids", "attention_mask", "token_type_ids"}
-        if "input_ids" not in self._inputs or unknown:
-            raise ValueError(f"unsupported model inputs {sorted(self._inputs)}")
+        self._inputs = token_inputs(self._session)
         self._output = self._pick_output()
         # A real word: a tokenizer without special tokens gives "" no tokens at all.
         self.dim = int(self._forward([self._tokenizer.encode("probe")]).shape[1])
@@ -411,20 +407,14 @@ class OnnxEmbedder:
         return out
 
     def _forward(self, encodings: list[Any]) -> np.ndarray:
-        width = max(len(e.ids) for e in encodings)
-        ids = np.full((len(encodings), width), self._pad_id, dtype=np.int64)
-        mask = np.zeros((len(encodings), width), dtype=np.int64)
-        for row, encoding in enumerate(encodings):
-            ids[row, : len(encoding.ids)] = encoding.ids
-            mask[row, : len(encoding.ids)] = 1
-        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        feeds = {name: feeds[name].astype(dtype) for name, dtype in self._inputs.items()}
+        feeds = token_feeds(encodings, self._inputs, self._pad_id)
         output = self._session.run([self._output], feeds)[0]
         if output.ndim == 2:  # the export pools inside the graph
             return _normalise(output)
         if self._pooling == "cls":
             return _normalise(output[:, 0])
-        summed = np.einsum("btd,bt->bd", output, mask.astype(np.float32))
+        mask = _mask(encodings).astype(np.float32)  # the graph may not take a mask
+        summed = np.einsum("btd,bt->bd", output, mask)
         return _normalise(summed / np.maximum(mask.sum(axis=1, keepdims=True), 1))
 
     def _pick_output(self) -> str:
@@ -433,6 +423,34 @@ class OnnxEmbedder:
             if any(o.name == wanted for o in outputs):
                 return wanted
         return outputs[0].name
+
+
+def token_inputs(session: Any) -> dict[str, type]:
+    """The integer type of each input of an onnxruntime session over a transformer, whose
+    inputs must be the tokenizer's: `input_ids`, and `attention_mask`, `token_type_ids` if any."""
+    inputs = {i.name: (np.int32 if "int32" in i.type else np.int64) for i in session.get_inputs()}
+    if "input_ids" not in inputs or set(inputs) - {"input_ids", "attention_mask", "token_type_ids"}:
+        raise ValueError(f"unsupported model inputs {sorted(inputs)}")
+    return inputs
+
+
+def token_feeds(encodings: list[Any], inputs: dict[str, type], pad_id: int = 0) -> dict:
+    """A batch of tokenizer encodings (single texts or pairs) as the inputs of `token_inputs`,
+    padded to the longest with `pad_id`."""
+    width = max(len(e.ids) for e in encodings)
+    ids = np.full((len(encodings), width), pad_id, dtype=np.int64)
+    types = np.zeros_like(ids)
+    for row, encoding in enumerate(encodings):
+        ids[row, : len(encoding.ids)] = encoding.ids
+        types[row, : len(encoding.ids)] = encoding.type_ids
+    feeds = {"input_ids": ids, "attention_mask": _mask(encodings), "token_type_ids": types}
+    return {name: feeds[name].astype(dtype) for name, dtype in inputs.items()}
+
+
+def _mask(encodings: list[Any]) -> np.ndarray:
+    """1 over each encoding's tokens, 0 over the padding after them."""
+    lengths = np.array([len(e.ids) for e in encodings])
+    return (np.arange(lengths.max()) < lengths[:, None]).astype(np.int64)
 
 
 def onnx_files(directory: Path) -> tuple[Path, Path]:

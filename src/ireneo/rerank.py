@@ -22,10 +22,8 @@ import functools
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
-
 from ireneo.analyze import sentences
-from ireneo.embed import Embedder, onnx_files
+from ireneo.embed import Embedder, onnx_files, token_feeds, token_inputs
 from ireneo.env import usable_cores
 from ireneo.model import Hit
 
@@ -89,31 +87,13 @@ class CrossEncoderReranker:
         self._session = ort.InferenceSession(
             str(model_file), options, providers=["CPUExecutionProvider"]
         )
-        self._inputs = {i.name: i.type for i in self._session.get_inputs()}
-        if "input_ids" not in self._inputs or set(self._inputs) - {
-            "input_ids",
-            "attention_mask",
-            "token_type_ids",
-        }:
-            raise ValueError(f"unsupported cross-encoder inputs {sorted(self._inputs)}")
+        self._inputs = token_inputs(self._session)
 
     def rerank(self, query: str, hits: list[Hit]) -> list[Hit]:
         if not hits:
             return hits
         encodings = self._tokenizer.encode_batch([(query, hit.text) for hit in hits])
-        width = max(len(e.ids) for e in encodings)
-        feeds = {name: np.zeros((len(hits), width), np.int64) for name in self._inputs}
-        for row, encoding in enumerate(encodings):
-            length = len(encoding.ids)
-            feeds["input_ids"][row, :length] = encoding.ids
-            if "attention_mask" in feeds:
-                feeds["attention_mask"][row, :length] = 1
-            if "token_type_ids" in feeds:
-                feeds["token_type_ids"][row, :length] = encoding.type_ids
-        feeds = {
-            name: array.astype(np.int32 if "int32" in self._inputs[name] else np.int64)
-            for name, array in feeds.items()
-        }
+        feeds = token_feeds(encodings, self._inputs)
         logits = self._session.run(None, feeds)[0].reshape(len(hits), -1)
         # one logit (relevance), or two classes (not relevant, relevant): their difference
         scores = logits[:, -1] - logits[:, 0] if logits.shape[1] == 2 else logits[:, 0]
