@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ireneo.analyze import names, query_terms, sentences, terms
+from ireneo.analyze import names, query_terms, sentences, terms, written_names
 
 
 def test_identifiers_give_their_parts_and_a_joined_term() -> None:
@@ -36,6 +36,22 @@ def test_identifiers_give_their_parts_and_a_joined_term() -> None:
 )
 def test_the_names_a_text_mentions(text: str, expected: list[list[str]]) -> None:
     assert names(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # A sentence's first word may owe its capital to the sentence: it is left out.
+        ("The Saltmarsh Works team is back. Anna said so", [["saltmarsh", "work"]]),
+        ("We met at Carrow Depot 8 with Anna.", [["carrow", "depot", "8"], ["anna"]]),
+        ("Carrow Depot 8 is down", [["depot", "8"]]),
+        ("Ticket MT-4471 is open at Carrow", [["carrow"]]),  # identifiers are not written names
+        ("caps from carrow depot 8", []),
+        ("Which caps failed?", []),
+    ],
+)
+def test_the_names_a_text_writes_in_capitals(text: str, expected: list[list[str]]) -> None:
+    assert written_names(text) == expected
 
 
 @pytest.mark.parametrize(

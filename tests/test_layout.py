@@ -207,3 +207,21 @@ def test_the_passages_holding_every_term_of_a_name() -> None:
     assert holding(layout, []) == []
     grown = layout.extended([row(6, "c5", 0, "carrow depot 8 again")])  # after the postings
     assert holding(grown, ["carrow", "depot", "8"]) == [1, 2, 6]
+
+
+def test_holding_reads_a_long_posting_list_from_its_newest_end() -> None:
+    """A common word's postings are read newest first, a chunk at a time; what is found is the
+    same as reading them all: the latest passages holding every term, filters applied."""
+    texts = {pid: f"carrow depot {pid % 7}" for pid in range(1, 2001)}
+    layout = PassageLayout().extended(
+        [row(pid, f"c{pid % 3}", pid, text) for pid, text in texts.items()]
+    )
+    for limit, session in [(3, None), (40, None), (500, None), (40, "c1"), (2000, "c2")]:
+        filters = Filters(session_id=session)
+        found = layout.holding(layout.term_ids(["depot", "carrow", "5"]), limit, filters)
+        expected = [
+            pid
+            for pid, text in texts.items()
+            if text.endswith(" 5") and (session is None or f"c{pid % 3}" == session)
+        ]
+        assert layout.ids[found].tolist() == expected[-limit:]

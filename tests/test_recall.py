@@ -262,9 +262,9 @@ def test_a_window_counts_each_term_once(memory, tmp_path):
     assert memory.recall("P-253 restart", k=1)[0].session_id == "fact"
 
 
-def test_a_rare_name_weighs_more_than_a_common_one(memory, tmp_path):
-    """A question naming a common thing ("QC", in many conversations) and a rare one (a site):
-    the turn holding the site outranks the one holding "QC" and a little more of the words."""
+def store_a_site_among_qc_results(memory, tmp_path) -> None:
+    """A fact about a site ("site"), a QC result holding a little more of the question's words
+    ("common"), and "QC" and "Terminal" in many other conversations."""
     from ireneo.formats import funes_jsonl
 
     chats = {
@@ -276,7 +276,24 @@ def test_a_rare_name_weighs_more_than_a_common_one(memory, tmp_path):
         chats[f"terminal{n}"] = [f"The Harbor Terminal {n} crew cleaned up.", "Noted."]
     for session_id, texts in chats.items():
         memory.store_turns(funes_jsonl.read_file(conversation(tmp_path, session_id, texts)))
+
+
+def test_a_rare_name_weighs_more_than_a_common_one(memory, tmp_path):
+    """A question naming a common thing ("QC", in many conversations) and a rare one (a site):
+    the turn holding the site outranks the one holding "QC" and a little more of the words."""
+    store_a_site_among_qc_results(memory, tmp_path)
     query = "what was the QC reject rate for the hose fittings at the Thornbury Terminal"
     assert memory.recall(query, k=1)[0].session_id == "site"
     memory.fusion = replace(memory.fusion, name_weight=0.0)  # by the words alone, "QC" wins
     assert memory.recall(query, k=1)[0].session_id == "common"
+
+
+def test_a_query_typed_in_lowercase_finds_the_names_as_the_memory_writes_them(memory, tmp_path):
+    """An agent's or a person's query often has no capitals: "thornbury terminal" is taken for
+    the name the memory writes "Thornbury Terminal", and decides as it would have capitalised."""
+    store_a_site_among_qc_results(memory, tmp_path)
+    query = "what was the qc reject rate for the hose fittings at the thornbury terminal"
+    assert memory.recall(query, k=1)[0].session_id == "site"
+    assert memory.recall(query.capitalize(), k=1)[0].session_id == "site"  # a phone's capital
+    # A query that writes its names in capitals is taken at its word: here it names only QC.
+    assert memory.recall(query.replace("qc", "QC"), k=1)[0].session_id == "common"

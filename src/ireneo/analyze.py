@@ -90,6 +90,18 @@ def names(text: str) -> list[list[str]]:
     return list(unique.values())
 
 
+def written_names(text: str) -> list[list[str]]:
+    """The capitalised runs of a text as name terms, without identifiers: a run that opens a
+    sentence loses its first word, whose capital may be the sentence's ("The Saltmarsh Works
+    team" names "Saltmarsh Works")."""
+    found = []
+    for run, opens_sentence in _capitalised_runs(text):
+        run = run[1:] if opens_sentence else run
+        if run:
+            found.append(terms(" ".join(run)))
+    return found
+
+
 def _capitalised_runs(text: str) -> list[tuple[list[str], bool]]:
     """Runs of capitalised words (and the numbers after them) separated by spaces only, each
     with whether it opens a sentence."""

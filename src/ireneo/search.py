@@ -18,7 +18,8 @@
    a rare name counting for more than a common one.
    Near-identical facts about different things read alike to both BM25 and the model ("the
    caps from the mixer at Carrow Depot 8" against "...at Carrow Terminal 8"); the name tells
-   them apart.
+   them apart. A query typed without capitals takes its names from how the memory writes
+   them ("carrow depot 8" is the "Carrow Depot 8" of the candidate turns).
 5. Hits: best windows first; in each, the turn that matched best on its own is the hit, shown
    with its neighbours and the rest of the window. A window whose last turn asks a question
    also shows the reply: a fact is often said in answer ("What did the numbers look like?" /
@@ -28,6 +29,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
@@ -35,7 +37,7 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from ireneo.analyze import names, query_terms, terms
+from ireneo.analyze import names, query_terms, terms, written_names
 from ireneo.model import Hit
 from ireneo.store import Filters, Store, TermStats
 from ireneo.store.base import BM25_K1
@@ -135,8 +137,6 @@ def window_scores(
     dense = pool("query").submit(_dense_seeds, store, embed_query, query, filters, fusion)
     words = query_terms(query)
     stats = store.term_stats(words) if words else TermStats(0, 0.0, {})
-    named = known_names(query, stats) if fusion.name_weight else []
-    lexical = LexicalQuery.build(query, words, named, stats, fusion, layout)
     rarer = selective(words, stats)
     seeds = layout.bm25(
         layout.term_ids(rarer),
@@ -145,6 +145,10 @@ def window_scores(
         fusion.candidates,
         filters,
     )
+    named = known_names(query, stats) if fusion.name_weight else []
+    if fusion.name_weight and not written_names(query):
+        named += names_in_memory(store, layout, query, rarer, seeds, filters)
+    lexical = LexicalQuery.build(query, words, named, stats, fusion, layout)
     for name in named:  # the passages that hold a name, whatever the question's other words
         seeds = np.union1d(seeds, layout.holding(layout.term_ids(name), fusion.candidates, filters))
     near = layout.visible(layout.near(seeds, 2 * radius), filters)
@@ -251,6 +255,49 @@ _PAIR = 2**31  # a pair's id: (first + 1) * _PAIR + second, above every term id
 
 def _pair_id(first: int, second: int) -> int:
     return (first + 1) * _PAIR + second if first >= 0 and second >= 0 else -1
+
+
+def names_in_memory(
+    store: Store,
+    layout: PassageLayout,
+    query: str,
+    rarer: list[str],
+    seeds: np.ndarray,
+    filters: Filters,
+) -> list[list[str]]:
+    """The names a query typed without capitals mentions ("caps from carrow depot 8"), as the
+    memory writes them ("Carrow Depot 8"): the capitalised runs that the query holds, in the
+    same order, in the turns of the keyword candidates (`seeds`) and of the latest passages
+    holding one of the query's four rarest terms beside the term after it (the candidates
+    alone can all be short turns that share a common word of the question). A run inside a
+    longer one found is left out."""
+    sequence = terms(query)
+    runs = {tuple(sequence[i : j + 1]) for i in range(len(sequence)) for j in range(i, i + 8)}
+    holders = [seeds]
+    for first, second in pairwise(sequence):
+        if first in rarer[:4]:
+            holders.append(layout.holding(layout.term_ids([first, second]), 4, filters))
+    keys = np.unique(layout.turn_keys[np.concatenate(holders).astype(np.int64)])
+    # A name worth finding holds one of the query's rarer words: a turn without any of them
+    # capitalised is not parsed.
+    cues = [
+        word[:1].upper() + word[1:]
+        for word in re.findall(r"[^\W\d_]+", query)
+        if not set(terms(word)).isdisjoint(rarer)
+    ]
+    found: dict[tuple[str, ...], list[str]] = {}
+    for window in store.turn_windows([(sid, seq, seq) for sid, seq in layout.turns(keys)]):
+        for text in (turn.text for turn in window):
+            if any(cue in text for cue in cues):
+                found.update((tuple(n), n) for n in written_names(text) if tuple(n) in runs)
+    return [name for run, name in found.items() if not any(_inside(run, o) for o in found)]
+
+
+def _inside(run: tuple[str, ...], other: tuple[str, ...]) -> bool:
+    """True when `run` is a part of `other`, a longer run."""
+    return len(run) < len(other) and any(
+        other[i : i + len(run)] == run for i in range(len(other) - len(run) + 1)
+    )
 
 
 def known_names(query: str, stats: TermStats) -> list[list[str]]:

@@ -195,15 +195,25 @@ class PassageLayout:
             return np.zeros(0, dtype=np.int64)
         postings = self._current_postings()
         rarest = min(wanted.tolist(), key=postings.count)
-        passages = np.unique(self._occurrences(postings, rarest))
-        tokens, owner, _ = self.tokens_of(passages)
-        hit = np.isin(tokens, wanted)
-        width = int(wanted[-1]) + 1  # a (passage, term) pair as one integer
-        distinct = np.unique(owner[hit] * width + tokens[hit])
-        held = np.bincount(distinct // width, minlength=len(passages))
-        passages = passages[held == len(wanted)]
-        keep = self.admitted(passages, filters) & self._of_block_types(passages, filters)
-        return passages[keep][-limit:]
+        candidates = np.unique(self._occurrences(postings, rarest))
+        # Newest first, in chunks that grow: a common name's postings are long, and the
+        # latest few that hold every term are all that is wanted.
+        found: list[np.ndarray] = []
+        end, chunk, total = len(candidates), max(64, 4 * limit), 0
+        while end > 0 and total < limit:
+            passages = candidates[max(0, end - chunk) : end]
+            end, chunk = end - len(passages), 4 * chunk
+            if len(wanted) > 1:
+                tokens, owner, _ = self.tokens_of(passages)
+                hit = np.isin(tokens, wanted)
+                width = int(wanted[-1]) + 1  # a (passage, term) pair as one integer
+                distinct = np.unique(owner[hit] * width + tokens[hit])
+                held = np.bincount(distinct // width, minlength=len(passages))
+                passages = passages[held == len(wanted)]
+            keep = self.admitted(passages, filters) & self._of_block_types(passages, filters)
+            found.insert(0, passages[keep])
+            total += int(keep.sum())
+        return np.concatenate([np.zeros(0, dtype=np.int64), *found])[-limit:]
 
     def visible(self, positions: np.ndarray, filters: Filters) -> np.ndarray:
         """What may be scored: an echo neither is a hit nor lends its words to a window, and a
