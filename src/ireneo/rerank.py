@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ireneo.analyze import sentences
-from ireneo.embed import Embedder, onnx_files, token_feeds, token_inputs
+from ireneo.embed import Embedder, onnx_files, token_feeds, token_inputs, transformer_session
 from ireneo.env import usable_cores
 from ireneo.model import Hit
 
@@ -73,20 +73,13 @@ class CrossEncoderReranker:
     depth = DEPTH
 
     def __init__(self, model_file: Path, tokenizer_file: Path, max_tokens: int = 512) -> None:
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         self._tokenizer = Tokenizer.from_file(str(tokenizer_file))
         self._tokenizer.no_padding()
         # the longer of query and hit loses its end (the hit, unless the query is the longer)
         self._tokenizer.enable_truncation(max_tokens, strategy="longest_first")
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = usable_cores()
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.log_severity_level = 3
-        self._session = ort.InferenceSession(
-            str(model_file), options, providers=["CPUExecutionProvider"]
-        )
+        self._session = transformer_session(model_file, usable_cores())
         self._inputs = token_inputs(self._session)
 
     def rerank(self, query: str, hits: list[Hit]) -> list[Hit]:
