@@ -30,12 +30,27 @@ def test_identifiers_give_their_parts_and_a_joined_term() -> None:
         ("I think Anna knows", [["anna"]]),  # one letter is no name
         ("MT-4471, MT-4471 and Carrow, Carrow", [["mt4471"], ["carrow"]]),  # once each
         ("Какой брак показал ОТК на заводе «Юность»?", [["отк"], ["юност"]]),
-        ("당진 제4정비센터 믹서 MX-716", [["mx716"]]),  # Hangul has no capitals
+        # Hangul has no capitals: a proper noun names, with the nouns of the word after it
+        ("당진 제4정비센터 믹서 MX-716", [["mx716"], terms("당진 제4정비센터")]),
+        ("영월 사업장의 믹서가 또 말썽이에요", [["영월", "사업장"]]),
+        ("믹서가 또 말썽이에요", []),
         ("which ticket was raised for the leak", []),
     ],
 )
 def test_the_names_a_text_mentions(text: str, expected: list[list[str]]) -> None:
     assert names(text) == expected
+
+
+def test_korean_is_read_by_its_content_morphemes() -> None:
+    # particles and endings go: "믹서의" is "믹서", "발행한" is "발행"
+    assert terms("영월 사업장 믹서의 베어링 때문에 발행한 작업지시") == [
+        *["영월", "사업장", "믹서", "베어링", "때문", "발행", "작업", "지시"]
+    ]
+    assert terms("구워 먹었어요") == ["굽", "먹"]  # a verb's stem, as the dictionary writes it
+    # a memory written before keeps its overlapping bigrams, and finds no Korean names
+    assert terms("믹서의 베어링", "bigrams") == ["믹서", "서의", "베어", "어링"]
+    assert names("영월 사업장의 믹서", "bigrams") == []
+    assert terms("会議室で") == ["会議", "議室", "室で"]  # Chinese and Japanese: still bigrams
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ import pytest
 
 from ireneo import Memory
 from ireneo.errors import ModelMismatch
+from ireneo.store import Filters
 from tests.conftest import SAMPLES, conversation
 
 
@@ -297,3 +298,48 @@ def test_a_query_typed_in_lowercase_finds_the_names_as_the_memory_writes_them(me
     assert memory.recall(query.capitalize(), k=1)[0].session_id == "site"  # a phone's capital
     # A query that writes its names in capitals is taken at its word: here it names only QC.
     assert memory.recall(query.replace("qc", "QC"), k=1)[0].session_id == "common"
+
+
+def store_a_korean_site_among_bearing_tickets(memory, tmp_path) -> None:
+    """A ticket about the Yeongwol site's mixer ("site"), told in other words than the question
+    uses, among tickets at other sites that repeat the question's phrase word for word."""
+    from ireneo.formats import funes_jsonl
+
+    chats = {"site": ["영월 사업장 믹서 MX-310이 말썽이에요. 구동측 베어링 과열이 있어요.", "네."]}
+    for n, site in enumerate(["파주 제2출하센터", "서산 사업장", "원주 공장", "김해 생산기지"]):
+        chats[f"other{n}"] = [
+            f"{site} 펌프 P-86{n}이 또 말썽이에요. 계속 올라가는 베어링 온도 때문에 "
+            f"티켓 MT-569{n}를 끊었어요.",
+            "네.",
+        ]
+    for n in range(6):  # the Yeongwol site in small talk: a site recurs
+        chats[f"talk{n}"] = [f"영월 사업장 근처에 새 식당이 생겼대요. {n}번째 이야기예요.", "네."]
+    for session_id, texts in chats.items():
+        memory.store_turns(funes_jsonl.read_file(conversation(tmp_path, session_id, texts)))
+
+
+def test_a_korean_question_finds_its_site_by_morphemes_and_names(memory, tmp_path):
+    """Korean attaches particles to words ("믹서의") and has no capitals: read by morphemes, with
+    its proper nouns as names, the question finds the mixer at the site it names, not the
+    tickets that share its phrase."""
+    store_a_korean_site_among_bearing_tickets(memory, tmp_path)
+    assert memory.hangul == "morphemes" and memory.store.get_meta("hangul") == "morphemes"
+    query = "영월 사업장 믹서의 베어링 온도 상승 때문에 발행한 작업지시 좀 찾아 줄래요?"
+    assert memory.recall(query, k=1)[0].session_id == "site"
+
+
+def test_a_memory_written_before_korean_morphemes_keeps_reading_korean_by_bigrams(memory, tmp_path):
+    """Its stored terms are bigrams ("사업", "업장"), so its queries' terms are too: by
+    morphemes, "사업장" would find nothing there."""
+    memory.store.set_meta("hangul", "bigrams")  # as a memory from before records it
+    store_a_korean_site_among_bearing_tickets(memory, tmp_path)
+    memory.store.set_meta("hangul", "")  # and as it was, with no record at all
+    if memory.home:
+        reopened = Memory(memory.home)
+    else:
+        reopened = Memory(database=memory.store._pool, user=memory.store.user)
+    with reopened:
+        assert reopened.hangul == "bigrams"  # it holds turns, so it is an old one
+        hits = reopened.recall("사업장 믹서 구동측", k=1)
+        assert hits and hits[0].session_id == "site"
+        assert reopened.store.lexical_search(["사업장"], 5, Filters()) == []

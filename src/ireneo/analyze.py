@@ -7,17 +7,28 @@ PostgreSQL whatever their own tokenisers would have done:
 - identifiers (letters, an optional separator, digits: MT-4471, K-2, PMP-203) also give a joined
   term ("mt4471"), so they are found whole as well as by their parts, and "MT4471" finds "MT-4471";
 - Latin and Cyrillic words are stemmed (Snowball English / Russian): "failed" finds "failing";
-- Hangul and CJK runs become overlapping character bigrams, because Korean attaches particles to
-  words ("회의에서") and Chinese and Japanese write no spaces.
+- Korean is cut into morphemes by Kiwi (kiwipiepy), its content morphemes kept: "믹서의" gives
+  "믹서", "발행한" gives "발행", because Korean attaches particles and endings to words;
+- CJK runs become overlapping character bigrams: Chinese and Japanese write no spaces.
+
+A memory indexed before ireneo read Korean by morphemes keeps reading it by bigrams (its
+`hangul` setting, see `hangul_of`), so its stored terms and its queries' terms still agree.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from functools import lru_cache
 from itertools import pairwise
+from typing import TYPE_CHECKING, Literal
 
 import Stemmer
+
+if TYPE_CHECKING:
+    from ireneo.store import Store
+
+Hangul = Literal["morphemes", "bigrams"]
 
 _TOKEN = re.compile(
     r"(?P<digits>\d+)"
@@ -44,7 +55,42 @@ def _bigrams(run: str) -> list[str]:
     return [run[i : i + 2] for i in range(len(run) - 1)]
 
 
-def terms(text: str) -> list[str]:
+_HANGUL = re.compile(r"[\u1100-\u11ff\u3130-\u318f\uac00-\ud7a3]")
+# Kiwi's tags of the morphemes that carry content: nouns, numerals, pronouns, verb and adjective
+# stems, roots, adverbs, and foreign or Chinese-character words. Particles, endings and affixes
+# are left out ("믹서의" is "믹서").
+_CONTENT_TAGS = frozenset(["NNG", "NNP", "NNB", "NR", "NP", "VV", "VA", "XR", "MAG", "SH", "SL"])
+_kiwi = None
+_kiwi_lock = threading.Lock()
+
+
+def _korean_analyser():  # noqa: ANN202 - kiwipiepy's Kiwi, imported lazily
+    """Kiwi, loaded at the first Korean text (~1 s, ~230 MB): a memory without Korean never
+    loads it."""
+    global _kiwi
+    with _kiwi_lock:
+        if _kiwi is None:
+            from kiwipiepy import Kiwi
+
+            _kiwi = Kiwi(load_typo_dict=False, load_multi_dict=False)
+        return _kiwi
+
+
+@lru_cache(maxsize=200_000)
+def _morphemes(run: str) -> tuple[str, ...]:
+    # a verb's tag may say how it conjugates: "VV-R", "VA-I"
+    morphemes = _korean_analyser().tokenize(run)
+    # a term never holds a space: the stores keep a passage's terms space-separated
+    found = [
+        part
+        for m in morphemes
+        if m.tag.split("-")[0] in _CONTENT_TAGS
+        for part in m.form.lower().split()
+    ]
+    return tuple(found) or (run,)
+
+
+def terms(text: str, hangul: Hangul = "morphemes") -> list[str]:
     """All search terms of a text, in order, with repeats (BM25 counts them)."""
     out: list[str] = []
     for match in _TOKEN.finditer(text):
@@ -53,7 +99,10 @@ def terms(text: str) -> list[str]:
         if script in ("latin", "cyrillic"):
             out.append(_stem(token, script))
         elif script == "bigram":
-            out.extend(_bigrams(token))
+            if hangul == "morphemes" and _HANGUL.search(token):
+                out.extend(_morphemes(token))
+            else:
+                out.extend(_bigrams(token))
         else:
             out.append(token)
     for match in _IDENTIFIER.finditer(text):
@@ -61,23 +110,48 @@ def terms(text: str) -> list[str]:
     return out
 
 
-def query_terms(text: str, limit: int = 48) -> list[str]:
+def query_terms(text: str, limit: int = 48, hangul: Hangul = "morphemes") -> list[str]:
     """The distinct terms of a query, first occurrence first, at most `limit` of them."""
-    return list(dict.fromkeys(terms(text)))[:limit]
+    return list(dict.fromkeys(terms(text, hangul)))[:limit]
+
+
+def hangul_of(store: Store) -> Hangul:
+    """How a memory reads Korean: as it records, else by bigrams if it holds anything (it was
+    written before ireneo read Korean by morphemes), else by morphemes. `remember_hangul`
+    records it."""
+    return _hangul(store, store.get_meta("hangul"))
+
+
+def remember_hangul(store: Store) -> Hangul:
+    """`hangul_of(store)`, recorded in the memory before its first terms are written."""
+    recorded = store.get_meta("hangul")
+    hangul = _hangul(store, recorded)
+    if recorded is None:
+        store.set_meta("hangul", hangul)
+    return hangul
+
+
+def _hangul(store: Store, recorded: str | None) -> Hangul:
+    if recorded == "morphemes" or recorded == "bigrams":
+        return recorded
+    # an explicit memory records the model as it is stored, a conversation at its embedding
+    written = store.get_meta("model") is not None or not store.is_empty()
+    return "bigrams" if written else "morphemes"
 
 
 # A word or a sentence end, for finding names: apostrophes and hyphens stay inside a word.
 _WORD_OR_STOP = re.compile(r"[^\W_](?:[\w'’-]*[^\W_])?|[.!?]")
 
 
-def names(text: str) -> list[list[str]]:
+def names(text: str, hangul: Hangul = "morphemes") -> list[list[str]]:
     """The names a text mentions, each as its terms in order: every identifier (its joined term,
-    "mt4471") and every run of capitalised words with the numbers that follow them ("Carrow
-    Depot 8", "Valley Forge Mill 2"), once each.
+    "mt4471"), every run of capitalised words with the numbers that follow them ("Carrow
+    Depot 8", "Valley Forge Mill 2"), and every Korean proper noun with the nouns of the word
+    after it ("영월 사업장", "광양 제3출하센터"), once each.
 
     A capitalised word opening a sentence is taken for a name only in a run of two or more
-    ("Carrow Depot 8 mixer caps", not "Which ..."), and one letter ("I") never is. Scripts
-    without capitals (Hangul) give their identifiers only.
+    ("Carrow Depot 8 mixer caps", not "Which ..."), and one letter ("I") never is. Hangul has
+    no capitals: Kiwi tags its proper nouns (none when the memory reads Korean by bigrams).
     """
     joined = [
         "".join(part for part in m.groups() if part).lower() for m in _IDENTIFIER.finditer(text)
@@ -86,8 +160,38 @@ def names(text: str) -> list[list[str]]:
     for run, opens_sentence in _capitalised_runs(text):
         if len(run) > 1 or not opens_sentence:
             found.append(terms(" ".join(run)))
+    if hangul == "morphemes" and _HANGUL.search(text):
+        found += [terms(span) for span in _korean_names(text)]
     unique = {tuple(name): name for name in found if name}
     return list(unique.values())
+
+
+_NOUN_TAGS = frozenset(["NNG", "NNP", "NR", "SN", "XPN", "XSN"])
+
+
+def _korean_names(text: str) -> list[str]:
+    """Each proper noun's span of `text`, to the end of the nouns that open the word after it:
+    a Korean name is mostly a proper noun and what it names ("영월 사업장" the Yeongwol site,
+    "김 대리" Kim the deputy), and the particle after that ("사업장의") is not part of it."""
+    morphemes = _korean_analyser().tokenize(text)
+    spans = []
+    for morpheme in morphemes:
+        if morpheme.tag != "NNP":
+            continue
+        end = morpheme.start + morpheme.len
+        after = re.match(r"\S*\s+(\S+)", text[end:])
+        if after:
+            word_start, word_end = end + after.start(1), end + after.end(1)
+            lead = []
+            for other in morphemes:
+                if word_start <= other.start < word_end:
+                    if other.tag not in _NOUN_TAGS:
+                        break
+                    lead.append(other)
+            if lead:
+                end = lead[-1].start + lead[-1].len
+        spans.append(text[morpheme.start : end])
+    return spans
 
 
 def written_names(text: str) -> list[list[str]]:

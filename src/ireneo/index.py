@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ireneo.analyze import terms
+from ireneo.analyze import Hangul, remember_hangul, terms
 from ireneo.embed import Embedder
 from ireneo.errors import FormatError
 from ireneo.formats import funes_jsonl, jsonl
@@ -93,6 +93,7 @@ def store_turns(
     redacted turn, so a conversation posted again is unchanged, and no secret reaches the store.
     """
     stored = store.turn_hashes([(t.session_id, t.turn_uuid) for t in turns])
+    hangul = remember_hangul(store)
     rows, echoes = [], set()
     for turn in turns:
         digest = content_hash(turn)
@@ -102,20 +103,22 @@ def store_turns(
             turn = redact_turn(turn)
             digest = content_hash(turn)
         unchanged = stored.get((turn.session_id, turn.turn_uuid)) == digest
-        rows.append((turn, digest, [] if unchanged else passages(turn, split)))
+        rows.append((turn, digest, [] if unchanged else passages(turn, split, hangul)))
         if not unchanged and echo is not None and echo(turn):
             echoes.add((turn.session_id, turn.turn_uuid))
     return store.write_turns(rows, source, frozenset(echoes))
 
 
-def passages(turn: Turn, split: Callable[[str], list[str]]) -> list[PassageDraft]:
+def passages(
+    turn: Turn, split: Callable[[str], list[str]], hangul: Hangul = "morphemes"
+) -> list[PassageDraft]:
     """Every block with text, cut to the embedder's input length, with its search terms."""
     drafts = []
     for block in turn.blocks:
         if not block.text.strip():
             continue
         for piece in split(block.text):
-            drafts.append(PassageDraft(block.block_type, piece, " ".join(terms(piece))))
+            drafts.append(PassageDraft(block.block_type, piece, " ".join(terms(piece, hangul))))
     return drafts
 
 

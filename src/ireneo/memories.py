@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ireneo import search
-from ireneo.analyze import query_terms, terms
+from ireneo.analyze import query_terms, remember_hangul, terms
 from ireneo.env import env_number
 from ireneo.errors import IreneoError, NotFound
 from ireneo.model import Hit, format_ts
@@ -184,7 +184,7 @@ class Memories:
             content = redact(content)
         draft = MemoryDraft(
             content=content,
-            terms=" ".join(terms(content)),
+            terms=" ".join(terms(content, remember_hangul(self._db))),
             tags=normalise_tags(tags),
             importance=importance_index(importance),
             source=_source(source),
@@ -236,7 +236,7 @@ class Memories:
         )
         if not query.strip() or self._db.memory_count() == 0:
             return []
-        words = query_terms(query)
+        words = query_terms(query, hangul=self.memory.hangul)
         stats = self._db.memory_term_stats(words) if words else TermStats(0, 0.0, {})
         pool = max(self.memory.fusion.candidates, 2 * limit)
         lexical = self._db.memory_lexical_search(search.selective(words, stats), pool, filters)

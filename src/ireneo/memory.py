@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from ireneo import index as indexing
 from ireneo import privacy, search
+from ireneo.analyze import hangul_of
 from ireneo.echoes import EchoPolicy, is_echo
 from ireneo.embed import DEFAULT_MODEL, RELEVANCE_FLOOR, Embedder, load_embedder
 from ireneo.errors import ModelMismatch, NotFound
@@ -86,6 +87,9 @@ class Memory:
         if stored and requested and requested != stored:
             raise ModelMismatch(stored, requested, self.location)
         self.model_name = requested or stored or DEFAULT_MODEL
+        # how this memory reads Korean, as it was written (a memory from before morphemes
+        # keeps bigrams): the same for every term it stores and every query it is asked
+        self.hangul = hangul_of(self.store)
         self._embedder: Embedder | None = None
         self._embedder_lock = threading.Lock()
         self.fusion = search.Fusion(relevance_floor=RELEVANCE_FLOOR.get(self.model_name))
@@ -197,7 +201,9 @@ class Memory:
         if self.store.get_meta("model"):  # a memory with vectors (none before the first index)
             embed = self.embedder.embed_query
             reranker = reranker or load_reranker(self.rerank, self.embedder)
-        return search.recall(self.store, embed, query, k, filters, radius, self.fusion, reranker)
+        return search.recall(
+            self.store, embed, query, k, filters, radius, self.fusion, reranker, self.hangul
+        )
 
     def get(
         self, session_id: str, from_seq: int | None = None, to_seq: int | None = None

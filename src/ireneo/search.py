@@ -37,7 +37,7 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from ireneo.analyze import names, query_terms, terms, written_names
+from ireneo.analyze import Hangul, names, query_terms, terms, written_names
 from ireneo.model import Hit
 from ireneo.store import Filters, Store, TermStats
 from ireneo.store.base import BM25_K1
@@ -112,11 +112,13 @@ def recall(
     radius: int = 1,
     fusion: Fusion | None = None,
     reranker: Reranker | None = None,
+    hangul: Hangul = "morphemes",
 ) -> list[Hit]:
-    """The `k` best turns for `query`, best first. `embed_query` None means lexical only."""
+    """The `k` best turns for `query`, best first. `embed_query` None means lexical only;
+    `hangul` is how the memory reads Korean (analyze.hangul_of)."""
     filters, fusion = filters or Filters(), fusion or Fusion()
     pool = max(k, reranker.depth) if reranker else k
-    scores = window_scores(store, embed_query, query, filters, radius, fusion)
+    scores = window_scores(store, embed_query, query, filters, radius, fusion, hangul)
     hits = build_hits(store, scores, pool, radius, include_echoes=filters.include_echoes)
     if reranker:
         hits = reranker.rerank(query, hits)
@@ -130,6 +132,7 @@ def window_scores(
     filters: Filters,
     radius: int,
     fusion: Fusion,
+    hangul: Hangul = "morphemes",
 ) -> dict[tuple[str, int], Score]:
     """The fused scores of every candidate window, keyed by its centre `(session_id, seq)`."""
     layout = store.layout()
@@ -137,7 +140,7 @@ def window_scores(
     # the keyword candidates are found and their neighbourhoods counted here (onnxruntime
     # releases the GIL): the embedding takes ~3 ms, this side ~2.
     dense = pool("query").submit(_dense_seeds, store, embed_query, query, filters, fusion)
-    words = query_terms(query)
+    words = query_terms(query, hangul=hangul)
     stats = store.term_stats(words) if words else TermStats(0, 0.0, {})
     rarer = selective(words, stats)
     seeds = layout.bm25(
@@ -147,10 +150,10 @@ def window_scores(
         fusion.candidates,
         filters,
     )
-    named = known_names(query, stats) if fusion.name_weight else []
+    named = known_names(query, stats, hangul) if fusion.name_weight else []
     if fusion.name_weight and not written_names(query):
-        named += names_in_memory(store, layout, query, rarer, seeds, filters)
-    lexical = LexicalQuery.build(query, words, named, stats, fusion, layout)
+        named += names_in_memory(store, layout, query, rarer, seeds, filters, hangul)
+    lexical = LexicalQuery.build(query, words, named, stats, fusion, layout, hangul)
     for name in named:  # the passages that hold a name, whatever the question's other words
         seeds = np.union1d(seeds, layout.holding(layout.term_ids(name), fusion.candidates, filters))
     near = layout.visible(layout.near(seeds, 2 * radius), filters)
@@ -214,8 +217,9 @@ class LexicalQuery:
         stats: TermStats,
         fusion: Fusion,
         layout: PassageLayout,
+        hangul: Hangul = "morphemes",
     ) -> LexicalQuery:
-        known = [w for w in terms(query) if stats.document_frequency.get(w)]
+        known = [w for w in terms(query, hangul) if stats.document_frequency.get(w)]
         pairs = list(dict.fromkeys((a, b) for a, b in pairwise(known) if a != b))
         if not fusion.pair_weight:
             pairs = []
@@ -266,6 +270,7 @@ def names_in_memory(
     rarer: list[str],
     seeds: np.ndarray,
     filters: Filters,
+    hangul: Hangul = "morphemes",
 ) -> list[list[str]]:
     """The names a query typed without capitals mentions ("caps from carrow depot 8"), as the
     memory writes them ("Carrow Depot 8"): the capitalised runs that the query holds, in the
@@ -273,7 +278,7 @@ def names_in_memory(
     holding one of the query's four rarest terms beside the term after it (the candidates
     alone can all be short turns that share a common word of the question). A run inside a
     longer one found is left out."""
-    sequence = terms(query)
+    sequence = terms(query, hangul)
     runs = {tuple(sequence[i : j + 1]) for i in range(len(sequence)) for j in range(i, i + 8)}
     holders = [seeds]
     for first, second in pairwise(sequence):
@@ -285,7 +290,7 @@ def names_in_memory(
     cues = [
         word[:1].upper() + word[1:]
         for word in re.findall(r"[^\W\d_]+", query)
-        if not set(terms(word)).isdisjoint(rarer)
+        if not set(terms(word, hangul)).isdisjoint(rarer)
     ]
     found: dict[tuple[str, ...], list[str]] = {}
     for window in store.turn_windows([(sid, seq, seq) for sid, seq in layout.turns(keys)]):
@@ -302,10 +307,11 @@ def _inside(run: tuple[str, ...], other: tuple[str, ...]) -> bool:
     )
 
 
-def known_names(query: str, stats: TermStats) -> list[list[str]]:
+def known_names(query: str, stats: TermStats, hangul: Hangul = "morphemes") -> list[list[str]]:
     """The names `query` mentions whose every term this memory holds (another can match
     nothing)."""
-    return [name for name in names(query) if all(stats.document_frequency.get(t) for t in name)]
+    found = names(query, hangul)
+    return [name for name in found if all(stats.document_frequency.get(t) for t in name)]
 
 
 def _name_columns(

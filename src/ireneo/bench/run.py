@@ -79,7 +79,11 @@ def method_ireneo(memory: Memory, query: str, k: int) -> list[Hit]:
 def method_bm25(memory: Memory, query: str, k: int) -> list[Hit]:
     """FTS5's own BM25 over all the query's terms, best passage per turn."""
     return _turn_hits(
-        memory, memory.store.lexical_search(query_terms(query), search.CANDIDATES, Filters()), k
+        memory,
+        memory.store.lexical_search(
+            query_terms(query, hangul=memory.hangul), search.CANDIDATES, Filters()
+        ),
+        k,
     )
 
 
@@ -90,7 +94,9 @@ def method_dense(memory: Memory, query: str, k: int) -> list[Hit]:
 
 def method_funes_rrf(memory: Memory, query: str, k: int) -> list[Hit]:
     """The reference's fusion: reciprocal rank fusion of the two top-30 lists, k=60, equal weights."""
-    lexical = memory.store.lexical_search(query_terms(query), BASELINE_DEPTH, Filters())
+    lexical = memory.store.lexical_search(
+        query_terms(query, hangul=memory.hangul), BASELINE_DEPTH, Filters()
+    )
     dense = memory.store.dense_search(memory.embedder.embed_query(query), BASELINE_DEPTH, Filters())
     scores: dict[int, float] = {}
     for ranking in (lexical, dense):
