@@ -151,7 +151,9 @@ def window_scores(
         filters,
     )
     named = known_names(query, stats, hangul) if fusion.name_weight else []
-    if fusion.name_weight and not written_names(query):
+    # a query with no capitals may have left them out; one without cased letters (Korean) not
+    typed_lowercase = not written_names(query) and any(c.islower() for c in query)
+    if fusion.name_weight and typed_lowercase:
         named += names_in_memory(store, layout, query, rarer, seeds, filters, hangul)
     lexical = LexicalQuery.build(query, words, named, stats, fusion, layout, hangul)
     for name in named:  # the passages that hold a name, whatever the question's other words
