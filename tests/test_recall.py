@@ -343,3 +343,37 @@ def test_a_memory_written_before_korean_morphemes_keeps_reading_korean_by_bigram
         hits = reopened.recall("사업장 믹서 구동측", k=1)
         assert hits and hits[0].session_id == "site"
         assert reopened.store.lexical_search(["사업장"], 5, Filters()) == []
+
+
+def test_a_name_written_with_a_number_after_it_is_another_place(memory, tmp_path, monkeypatch):
+    """ "the Riverside Plant 2" is not the "Riverside Plant" a question names, though it holds
+    its words: a window that writes the name only with a number after it loses the name's
+    share, so the one about the Riverside Plant wins over three that share more words."""
+    from ireneo import search
+    from ireneo.formats import funes_jsonl
+
+    chats = {
+        "plain": [
+            "Management approved DR-3092: we stop patching the conveyor CV-239 at the "
+            "Riverside Plant and replace it.",
+            "Noted.",
+        ]
+    }
+    for n in range(3):
+        chats[f"numbered{n}"] = [
+            f"Settled for the conveyor CV-90{n} at the Riverside Plant 2: the decision is to "
+            "repair, not replace.",
+            "Noted.",
+        ]
+    for n in range(6):  # the rest of the memory
+        chats[f"talk{n}"] = [f"Lunch at the canteen was fine today, number {n}.", "Noted."]
+    for session_id, texts in chats.items():
+        memory.store_turns(funes_jsonl.read_file(conversation(tmp_path, session_id, texts)))
+    memory.embed_pending()
+    query = "Riverside Plant conveyor replace vs repair decision"
+    assert memory.recall(query, k=1)[0].session_id == "plain"
+    assert memory.recall(query.lower(), k=1)[0].session_id == "plain"  # its names from memory
+    # A question that names the numbered one is answered by it.
+    assert memory.recall("Riverside Plant 2 conveyor repair decision", k=1)[0].session_id != "plain"
+    monkeypatch.setattr(search, "NAME_CHECK_DEPTH", 0)  # without reading the texts
+    assert memory.recall(query, k=1)[0].session_id != "plain"

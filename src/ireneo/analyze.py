@@ -206,6 +206,12 @@ def written_names(text: str) -> list[list[str]]:
     return found
 
 
+def runs_of_capitals(text: str) -> list[list[str]]:
+    """Every run of capitalised words in a text, with the numbers after them, as terms: the
+    names it writes as written ("The Riverside Plant 2 crew" gives the, riverside, plant, 2)."""
+    return [terms(" ".join(run)) for run, _ in _capitalised_runs(text)]
+
+
 def _capitalised_runs(text: str) -> list[tuple[list[str], bool]]:
     """Runs of capitalised words (and the numbers after them) separated by spaces only, each
     with whether it opens a sentence."""

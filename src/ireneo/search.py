@@ -37,7 +37,7 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from ireneo.analyze import Hangul, names, query_terms, terms, written_names
+from ireneo.analyze import Hangul, names, query_terms, runs_of_capitals, terms, written_names
 from ireneo.model import Hit
 from ireneo.store import Filters, Store, TermStats
 from ireneo.store.base import BM25_K1
@@ -47,6 +47,9 @@ from ireneo.workers import pool
 CANDIDATES = 40
 MIN_PASSAGES_FOR_FLOOR = 1000
 CANDIDATE_SHARE = 0.05  # lexical candidates: the rarest terms' postings, up to 5% of passages
+# The best windows whose text is read for a name the query mentions written with a number after
+# it, which names another place ("Riverside Plant 2" is not the "Riverside Plant" asked about).
+NAME_CHECK_DEPTH = 10
 
 
 class Score(NamedTuple):
@@ -178,6 +181,12 @@ def window_scores(
     turns = _turn_features(layout, near, counts, cosines, seeds, filters)
     centres = _centres(turns, radius)
     keys, window, own = _fuse_windows(turns, centres, radius, stats, lexical, fusion)
+    asked = terms(query, hangul)
+    unnumbered = [name.terms for name in lexical.names if _unnumbered(name.terms, asked)]
+    if fusion.name_weight and unnumbered:
+        window = _without_numbered_names(
+            store, layout, keys, window, lexical, fusion, radius, unnumbered
+        )
     return {
         turn: Score(w, o)
         for turn, w, o in zip(layout.turns(keys), window.tolist(), own.tolist(), strict=True)
@@ -208,7 +217,7 @@ class LexicalQuery:
     words: int  # the first `words` columns are terms, the rest pairs
     mass: float  # the terms' weights, with the words this memory lacks at the rarest's IDF
     passages: int  # in the memory: IDF means little in a small one
-    names: list[np.ndarray]  # per name the query mentions and the memory holds: its columns
+    names: list[_Name]  # the names the query mentions that the memory holds
 
     @classmethod
     def build(
@@ -241,7 +250,7 @@ class LexicalQuery:
             len(words),
             mass,
             stats.passages,
-            _name_columns(named, words, pairs),
+            _held_names(named, words, pairs),
         )
 
     def found(self, tokens: np.ndarray, followed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -316,19 +325,85 @@ def known_names(query: str, stats: TermStats, hangul: Hangul = "morphemes") -> l
     return [name for name in found if all(stats.document_frequency.get(t) for t in name)]
 
 
-def _name_columns(
+class _Name(NamedTuple):
+    terms: list[str]
+    columns: np.ndarray  # of its terms and adjacent pairs, all of which a window holding it has
+
+
+def _held_names(
     named: list[list[str]], words: list[str], pairs: list[tuple[str, str]]
-) -> list[np.ndarray]:
-    """Per name: the columns of its terms and of its adjacent pairs, all of which a window
-    holding the name whole has."""
+) -> list[_Name]:
+    """The names whose every term is among the query's columns, with their columns."""
     column = {word: i for i, word in enumerate(words)}
     column.update({pair: len(words) + i for i, pair in enumerate(pairs)})
     held = []
     for name in named:
         if all(term in column for term in name):  # a query past 48 terms may lose one
             parts = name + [pair for pair in pairwise(name) if pair in column]
-            held.append(np.array([column[part] for part in parts], dtype=np.int64))
+            held.append(_Name(name, np.array([column[p] for p in parts], dtype=np.int64)))
     return held
+
+
+def _name_shares(lexical: LexicalQuery, fusion: Fusion) -> np.ndarray:
+    """What holding each name adds to a window's score: `name_weight` shared by rarity."""
+    rarity = np.array([lexical.weights[name.columns].max() for name in lexical.names])
+    return fusion.name_weight * rarity / rarity.sum()
+
+
+# A word of a name: Latin or Cyrillic letters (not an identifier's joined term, not Hangul).
+_NAME_WORD = re.compile(r"[a-z\u00e0-\u024f\u0430-\u045f]+")
+
+
+def _unnumbered(name: list[str], asked: list[str]) -> bool:
+    """Whether `name` is words that end in a word, and the query (its terms `asked`) writes no
+    number after it either: "orchard park works 2" asks about a numbered one."""
+    if not all(_NAME_WORD.fullmatch(t) or t.isdigit() for t in name) or name[-1].isdigit():
+        return False
+    after = [
+        asked[i + len(name)]
+        for i in range(len(asked) - len(name))
+        if asked[i : i + len(name)] == name
+    ]
+    return not any(term.isdigit() for term in after)
+
+
+def _without_numbered_names(
+    store: Store,
+    layout: PassageLayout,
+    keys: np.ndarray,
+    window: np.ndarray,
+    lexical: LexicalQuery,
+    fusion: Fusion,
+    radius: int,
+    unnumbered: list[list[str]],
+) -> np.ndarray:
+    """The best windows' scores without the share of a name (of the `unnumbered` the query asks
+    about) that their text writes only with a number after it: "the Riverside Plant 2" names another site than the "Riverside Plant" a
+    question asks about. The terms cannot tell the two apart, since they keep no punctuation
+    ("at the Riverside Plant, 6% failed" holds riverside, plant, 6 too)."""
+    shares = _name_shares(lexical, fusion)
+    best = np.argsort(-window, kind="stable")[:NAME_CHECK_DEPTH]
+    texts = store.turn_windows(
+        [(sid, seq - radius, seq + radius) for sid, seq in layout.turns(keys[best])]
+    )
+    window = window.copy()
+    for row, turns in zip(best.tolist(), texts, strict=True):
+        runs = [run for turn in turns for run in runs_of_capitals(turn.text)]
+        for name, share in zip(lexical.names, shares.tolist(), strict=True):
+            if name.terms in unnumbered and _numbered_only(name.terms, runs):
+                window[row] -= share
+    return window
+
+
+def _numbered_only(name: list[str], runs: list[list[str]]) -> bool:
+    """Whether the runs hold `name`, and only ever with a number after it."""
+    after = [
+        run[i + len(name)] if i + len(name) < len(run) else ""
+        for run in runs
+        for i in range(len(run) - len(name) + 1)
+        if run[i : i + len(name)] == name
+    ]
+    return bool(after) and all(term.isdigit() for term in after)
 
 
 @dataclass
@@ -432,9 +507,8 @@ def _fuse_windows(
     )
     if lexical.names and fusion.name_weight:
         held = window_counts[relevant]
-        whole = np.array([(held[:, columns] > 0).all(axis=1) for columns in lexical.names])
-        rarity = np.array([weights[columns].max() for columns in lexical.names])
-        window = window + fusion.name_weight * (rarity @ whole) / rarity.sum()
+        whole = np.array([(held[:, name.columns] > 0).all(axis=1) for name in lexical.names])
+        window = window + _name_shares(lexical, fusion) @ whole
     own = _mix(
         _bm25(counts[centre], lengths[centre], weights, average, b),
         cosines[centre],
