@@ -78,12 +78,11 @@ def _korean_analyser():  # noqa: ANN202 - kiwipiepy's Kiwi, imported lazily
 
 @lru_cache(maxsize=200_000)
 def _morphemes(run: str) -> tuple[str, ...]:
-    # a verb's tag may say how it conjugates: "VV-R", "VA-I"
-    morphemes = _korean_analyser().tokenize(run)
-    # a term never holds a space: the stores keep a passage's terms space-separated
+    # A verb's tag may say how it conjugates ("VV-R", "VA-I"); a term never holds a space (the
+    # stores keep a passage's terms space-separated).
     found = [
         part
-        for m in morphemes
+        for m in _korean_analyser().tokenize(run)
         if m.tag.split("-")[0] in _CONTENT_TAGS
         for part in m.form.lower().split()
     ]

@@ -181,12 +181,13 @@ def window_scores(
     turns = _turn_features(layout, near, counts, cosines, seeds, filters)
     centres = _centres(turns, radius)
     keys, window, own = _fuse_windows(turns, centres, radius, stats, lexical, fusion)
-    asked = terms(query, hangul)
-    unnumbered = [name.terms for name in lexical.names if _unnumbered(name.terms, asked)]
-    if fusion.name_weight and unnumbered:
-        window = _without_numbered_names(
-            store, layout, keys, window, lexical, fusion, radius, unnumbered
-        )
+    if fusion.name_weight and lexical.names:
+        asked = terms(query, hangul)
+        unnumbered = [name.terms for name in lexical.names if _unnumbered(name.terms, asked)]
+        if unnumbered:
+            window = _without_numbered_names(
+                store, layout, keys, window, lexical, fusion, radius, unnumbered
+            )
     return {
         turn: Score(w, o)
         for turn, w, o in zip(layout.turns(keys), window.tolist(), own.tolist(), strict=True)
@@ -378,9 +379,10 @@ def _without_numbered_names(
     unnumbered: list[list[str]],
 ) -> np.ndarray:
     """The best windows' scores without the share of a name (of the `unnumbered` the query asks
-    about) that their text writes only with a number after it: "the Riverside Plant 2" names another site than the "Riverside Plant" a
-    question asks about. The terms cannot tell the two apart, since they keep no punctuation
-    ("at the Riverside Plant, 6% failed" holds riverside, plant, 6 too)."""
+    about) that their text writes only with a number after it: "the Riverside Plant 2" names
+    another site than the "Riverside Plant" a question asks about. The terms cannot tell the
+    two apart, since they keep no punctuation ("at the Riverside Plant, 6% failed" holds
+    riverside, plant, 6 too)."""
     shares = _name_shares(lexical, fusion)
     best = np.argsort(-window, kind="stable")[:NAME_CHECK_DEPTH]
     texts = store.turn_windows(
