@@ -145,7 +145,9 @@ def test_status(indexed, home):
     document = json.loads(indexed("status", "--json"))
     assert document["conversations"] == 6 and document["turns"] == 24 and document["embedded"] == 24
     assert document["model"] == DEFAULT_MODEL and document["disk_bytes"] > 0
+    assert document["korean"] == "morphemes"  # a memory made now reads Korean by morphemes
     text = indexed("status")
+    assert "korean:        by morphemes" in text
     assert text.startswith(f"home:          {home}\nconversations: 6\nturns:         24\n")
 
 

@@ -198,10 +198,16 @@ def status(memory: Memory, as_json: bool) -> None:
         "disk_bytes": s.disk_bytes,
         "last_indexed": s.last_indexed,
         "retention_days": _retention_days(),
+        "korean": memory.hangul,
         **s.extra,
     }
     retention = document["retention_days"]
     s.extra["retention"] = f"{retention:g} days" if retention else "off (keep everything)"
+    s.extra["korean"] = (
+        "by morphemes"
+        if memory.hangul == "morphemes"
+        else "by bigrams (indexed before morphemes; index it again to change)"
+    )
     emit(as_json, document, render_status(s, memory.location))
 
 
