@@ -144,6 +144,7 @@ def window_scores(
     # releases the GIL): the embedding takes ~3 ms, this side ~2.
     dense = pool("query").submit(_dense_seeds, store, embed_query, query, filters, fusion)
     words = query_terms(query, hangul=hangul)
+    sequence = terms(query, hangul)  # in order, with repeats: for pairs and names
     stats = store.term_stats(words) if words else TermStats(0, 0.0, {})
     rarer = selective(words, stats)
     seeds = layout.bm25(
@@ -155,10 +156,9 @@ def window_scores(
     )
     named = known_names(query, stats, hangul) if fusion.name_weight else []
     # a query with no capitals may have left them out; one without cased letters (Korean) not
-    typed_lowercase = not written_names(query) and any(c.islower() for c in query)
-    if fusion.name_weight and typed_lowercase:
-        named += names_in_memory(store, layout, query, rarer, seeds, filters, hangul)
-    lexical = LexicalQuery.build(query, words, named, stats, fusion, layout, hangul)
+    if fusion.name_weight and not written_names(query) and any(c.islower() for c in query):
+        named += names_in_memory(store, layout, query, sequence, rarer, seeds, filters, hangul)
+    lexical = LexicalQuery.build(sequence, words, named, stats, fusion, layout)
     for name in named:  # the passages that hold a name, whatever the question's other words
         seeds = np.union1d(seeds, layout.holding(layout.term_ids(name), fusion.candidates, filters))
     near = layout.visible(layout.near(seeds, 2 * radius), filters)
@@ -182,8 +182,7 @@ def window_scores(
     centres = _centres(turns, radius)
     keys, window, own = _fuse_windows(turns, centres, radius, stats, lexical, fusion)
     if fusion.name_weight and lexical.names:
-        asked = terms(query, hangul)
-        unnumbered = [name.terms for name in lexical.names if _unnumbered(name.terms, asked)]
+        unnumbered = [name.terms for name in lexical.names if _unnumbered(name.terms, sequence)]
         if unnumbered:
             window = _without_numbered_names(
                 store, layout, keys, window, lexical, fusion, radius, unnumbered
@@ -223,15 +222,15 @@ class LexicalQuery:
     @classmethod
     def build(
         cls,
-        query: str,
+        sequence: list[str],
         words: list[str],
         named: list[list[str]],
         stats: TermStats,
         fusion: Fusion,
         layout: PassageLayout,
-        hangul: Hangul = "morphemes",
     ) -> LexicalQuery:
-        known = [w for w in terms(query, hangul) if stats.document_frequency.get(w)]
+        """`sequence`: the query's terms in order (analyze.terms), `words`: its distinct ones."""
+        known = [w for w in sequence if stats.document_frequency.get(w)]
         pairs = list(dict.fromkeys((a, b) for a, b in pairwise(known) if a != b))
         if not fusion.pair_weight:
             pairs = []
@@ -279,6 +278,7 @@ def names_in_memory(
     store: Store,
     layout: PassageLayout,
     query: str,
+    sequence: list[str],
     rarer: list[str],
     seeds: np.ndarray,
     filters: Filters,
@@ -289,8 +289,7 @@ def names_in_memory(
     same order, in the turns of the keyword candidates (`seeds`) and of the latest passages
     holding one of the query's four rarest terms beside the term after it (the candidates
     alone can all be short turns that share a common word of the question). A run inside a
-    longer one found is left out."""
-    sequence = terms(query, hangul)
+    longer one found is left out. `sequence` is the query's terms in order."""
     runs = {tuple(sequence[i : j + 1]) for i in range(len(sequence)) for j in range(i, i + 8)}
     holders = [seeds]
     for first, second in pairwise(sequence):
@@ -360,12 +359,7 @@ def _unnumbered(name: list[str], asked: list[str]) -> bool:
     number after it either: "orchard park works 2" asks about a numbered one."""
     if not all(_NAME_WORD.fullmatch(t) or t.isdigit() for t in name) or name[-1].isdigit():
         return False
-    after = [
-        asked[i + len(name)]
-        for i in range(len(asked) - len(name))
-        if asked[i : i + len(name)] == name
-    ]
-    return not any(term.isdigit() for term in after)
+    return not any(term.isdigit() for term in _after(name, asked))
 
 
 def _without_numbered_names(
@@ -399,13 +393,17 @@ def _without_numbered_names(
 
 def _numbered_only(name: list[str], runs: list[list[str]]) -> bool:
     """Whether the runs hold `name`, and only ever with a number after it."""
-    after = [
-        run[i + len(name)] if i + len(name) < len(run) else ""
-        for run in runs
-        for i in range(len(run) - len(name) + 1)
-        if run[i : i + len(name)] == name
-    ]
+    after = [term for run in runs for term in _after(name, run)]
     return bool(after) and all(term.isdigit() for term in after)
+
+
+def _after(name: list[str], sequence: list[str]) -> list[str]:
+    """The term after each occurrence of `name` in `sequence` ("" at its end)."""
+    return [
+        sequence[i + len(name)] if i + len(name) < len(sequence) else ""
+        for i in range(len(sequence) - len(name) + 1)
+        if sequence[i : i + len(name)] == name
+    ]
 
 
 @dataclass
