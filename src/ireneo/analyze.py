@@ -12,7 +12,7 @@ PostgreSQL whatever their own tokenisers would have done:
 - CJK runs become overlapping character bigrams: Chinese and Japanese write no spaces.
 
 A memory indexed before ireneo read Korean by morphemes keeps reading it by bigrams (its
-`hangul` setting, see `hangul_of`), so its stored terms and its queries' terms still agree.
+`hangul` setting, see `index.hangul_of`), so its stored terms and its queries' terms still agree.
 """
 
 from __future__ import annotations
@@ -21,12 +21,9 @@ import re
 import threading
 from functools import lru_cache
 from itertools import pairwise
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import Stemmer
-
-if TYPE_CHECKING:
-    from ireneo.store import Store
 
 Hangul = Literal["morphemes", "bigrams"]
 
@@ -112,30 +109,6 @@ def terms(text: str, hangul: Hangul = "morphemes") -> list[str]:
 def query_terms(text: str, limit: int = 48, hangul: Hangul = "morphemes") -> list[str]:
     """The distinct terms of a query, first occurrence first, at most `limit` of them."""
     return list(dict.fromkeys(terms(text, hangul)))[:limit]
-
-
-def hangul_of(store: Store) -> Hangul:
-    """How a memory reads Korean: as it records, else by bigrams if it holds anything (it was
-    written before ireneo read Korean by morphemes), else by morphemes. `remember_hangul`
-    records it."""
-    return _hangul(store, store.get_meta("hangul"))
-
-
-def remember_hangul(store: Store) -> Hangul:
-    """`hangul_of(store)`, recorded in the memory before its first terms are written."""
-    recorded = store.get_meta("hangul")
-    hangul = _hangul(store, recorded)
-    if recorded is None:
-        store.set_meta("hangul", hangul)
-    return hangul
-
-
-def _hangul(store: Store, recorded: str | None) -> Hangul:
-    if recorded == "morphemes" or recorded == "bigrams":
-        return recorded
-    # an explicit memory records the model as it is stored, a conversation at its embedding
-    written = store.get_meta("model") is not None or not store.is_empty()
-    return "bigrams" if written else "morphemes"
 
 
 # A word or a sentence end, for finding names: apostrophes and hyphens stay inside a word.

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ireneo.analyze import Hangul, remember_hangul, terms
+from ireneo.analyze import Hangul, terms
 from ireneo.embed import Embedder
 from ireneo.errors import FormatError
 from ireneo.formats import funes_jsonl, jsonl
@@ -107,6 +107,30 @@ def store_turns(
         if not unchanged and echo is not None and echo(turn):
             echoes.add((turn.session_id, turn.turn_uuid))
     return store.write_turns(rows, source, frozenset(echoes))
+
+
+def hangul_of(store: Store) -> Hangul:
+    """How a memory reads Korean: as it records, else by bigrams if it holds anything (it was
+    written before ireneo read Korean by morphemes), else by morphemes. `remember_hangul`
+    records it."""
+    return _hangul(store, store.get_meta("hangul"))
+
+
+def remember_hangul(store: Store) -> Hangul:
+    """`hangul_of(store)`, recorded in the memory before its first terms are written."""
+    recorded = store.get_meta("hangul")
+    hangul = _hangul(store, recorded)
+    if recorded is None:
+        store.set_meta("hangul", hangul)
+    return hangul
+
+
+def _hangul(store: Store, recorded: str | None) -> Hangul:
+    if recorded == "morphemes" or recorded == "bigrams":
+        return recorded
+    # an explicit memory records the model as it is stored, a conversation at its embedding
+    written = store.get_meta("model") is not None or not store.is_empty()
+    return "bigrams" if written else "morphemes"
 
 
 def passages(

@@ -40,9 +40,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ireneo import search
-from ireneo.analyze import query_terms, remember_hangul, terms
+from ireneo.analyze import query_terms, terms
 from ireneo.env import env_number
 from ireneo.errors import IreneoError, NotFound
+from ireneo.index import remember_hangul
 from ireneo.model import Hit, format_ts
 from ireneo.privacy import redact
 from ireneo.store.base import (

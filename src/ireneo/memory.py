@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 
 from ireneo import index as indexing
 from ireneo import privacy, search
-from ireneo.analyze import hangul_of
 from ireneo.echoes import EchoPolicy, is_echo
 from ireneo.embed import DEFAULT_MODEL, RELEVANCE_FLOOR, Embedder, load_embedder
 from ireneo.errors import ModelMismatch, NotFound
@@ -89,7 +88,7 @@ class Memory:
         self.model_name = requested or stored or DEFAULT_MODEL
         # how this memory reads Korean, as it was written (a memory from before morphemes
         # keeps bigrams): the same for every term it stores and every query it is asked
-        self.hangul = hangul_of(self.store)
+        self.hangul = indexing.hangul_of(self.store)
         self._embedder: Embedder | None = None
         self._embedder_lock = threading.Lock()
         self.fusion = search.Fusion(relevance_floor=RELEVANCE_FLOOR.get(self.model_name))

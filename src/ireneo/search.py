@@ -118,7 +118,7 @@ def recall(
     hangul: Hangul = "morphemes",
 ) -> list[Hit]:
     """The `k` best turns for `query`, best first. `embed_query` None means lexical only;
-    `hangul` is how the memory reads Korean (analyze.hangul_of)."""
+    `hangul` is how the memory reads Korean (index.hangul_of)."""
     filters, fusion = filters or Filters(), fusion or Fusion()
     pool = max(k, reranker.depth) if reranker else k
     scores = window_scores(store, embed_query, query, filters, radius, fusion, hangul)
