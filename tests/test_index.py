@@ -5,7 +5,11 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from ireneo import Memory
+from ireneo.index import embed_pending, find_files, index_files
+from ireneo.store import Filters
 from tests.conftest import conversation, turn_line, write_jsonl
 
 
@@ -44,6 +48,31 @@ def test_resent_turn_with_new_text_replaces_the_old(memory, tmp_path):
     assert [t.text for t in memory.get("c1")] == ["the budget is 55k", "ok", "and a new third turn"]
     assert not [h for h in memory.recall("40k") if "40k" in h.text + str(h.context)]
     assert memory.recall("55k")[0].text == "the budget is 55k"
+
+
+def test_a_repeated_text_is_embedded_once_and_every_copy_gets_its_vector(memory, tmp_path):
+    thanks = "Thanks, have a good rest of your shift!"
+    for n in range(3):
+        conversation(tmp_path / "src", f"c{n}", [f"pump P-00{n} tripped again", thanks])
+    index_files(memory.store, memory.embedder.split, find_files([tmp_path / "src"]))
+
+    class Counting:  # the real model, with a list of what it was asked to embed
+        def __init__(self, model):
+            self.model, self.asked = model, []
+
+        def embed_passages(self, texts):
+            self.asked += texts
+            return self.model.embed_passages(texts)
+
+    counting = Counting(memory.embedder)
+    assert embed_pending(memory.store, counting) == 6
+    assert sorted(counting.asked) == sorted(
+        [thanks] + [f"pump P-00{n} tripped again" for n in range(3)]
+    )
+    alone = memory.embedder.embed_passages([thanks])[0]
+    found = memory.store.dense_search(alone, 4, Filters())
+    assert [score for _, score in found[:3]] == pytest.approx([1.0, 1.0, 1.0], abs=0.01)
+    assert found[3][1] < 0.9
 
 
 def test_document_frequencies_follow_every_write(memory, tmp_path):
@@ -99,6 +128,8 @@ def test_long_turn_is_split_and_its_end_still_found(memory, tmp_path):
 KILLER = """
 import sys
 from ireneo import Memory
+from ireneo.index import embed_pending, find_files, index_files
+from ireneo.store import Filters
 from ireneo import index
 index.EMBED_BATCH = 8
 m = Memory(sys.argv[1])

