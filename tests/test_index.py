@@ -75,6 +75,19 @@ def test_a_repeated_text_is_embedded_once_and_every_copy_gets_its_vector(memory,
     assert found[3][1] < 0.9
 
 
+def test_pending_passages_resume_after_the_last_id_got(memory, tmp_path):
+    conversation(tmp_path / "src", "c1", ["first turn", "second turn", "third turn"])
+    index_files(memory.store, memory.embedder.split, find_files([tmp_path / "src"]))
+    pending = memory.store.pending_passages(10)
+    assert [text for _, text in pending] == ["first turn", "second turn", "third turn"]
+    first, second, third = (pid for pid, _ in pending)
+    assert memory.store.pending_passages(10, after=first) == pending[1:]
+    memory.store.put_vectors([second], memory.embedder.embed_passages(["second turn"]))
+    assert memory.store.pending_passages(10) == [pending[0], pending[2]]
+    assert memory.store.pending_passages(1, after=first) == [pending[2]]
+    assert memory.store.pending_passages(10, after=third) == []
+
+
 def test_document_frequencies_follow_every_write(memory, tmp_path):
     def frequencies() -> dict[str, int]:
         words = ["budget", "zanzibar", "mt4471", "55"]

@@ -162,11 +162,13 @@ def embed_pending(store: Store, embedder: Embedder, progress: Progress | None = 
     total = store.count_pending()
     done = 0
     recent = RecentVectors(RECENT_VECTORS)
+    after = 0
     while True:
-        batch = store.pending_passages(EMBED_BATCH)
+        batch = store.pending_passages(EMBED_BATCH, after)
         if not batch:
             return done
         ids = [pid for pid, _ in batch]
+        after = ids[-1]
         store.put_vectors(ids, recent.embed(embedder, [text for _, text in batch]))
         done += len(batch)
         if progress:

@@ -178,8 +178,10 @@ class Store(ABC):
     def source_state(self, path: str) -> SourceState | None: ...
 
     @abstractmethod
-    def pending_passages(self, limit: int) -> list[tuple[int, str]]:
-        """Passages that have no vector yet: `(passage_id, text)`."""
+    def pending_passages(self, limit: int, after: int = 0) -> list[tuple[int, str]]:
+        """Passages with an id above `after` that have no vector yet, `(passage_id, text)` in id
+        order. Going through them, pass the last id got: each call then reads only new rows,
+        where starting over would pass every embedded passage again (quadratic in a backfill)."""
 
     @abstractmethod
     def count_pending(self) -> int: ...

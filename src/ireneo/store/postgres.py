@@ -349,11 +349,11 @@ class PostgresStore(Store):
         )
         return SourceState(*row) if row else None
 
-    def pending_passages(self, limit: int) -> list[tuple[int, str]]:
+    def pending_passages(self, limit: int, after: int = 0) -> list[tuple[int, str]]:
         return self._all(
-            "SELECT id, text FROM passages WHERE user_id = %s AND embedding IS NULL "
+            "SELECT id, text FROM passages WHERE user_id = %s AND id > %s AND embedding IS NULL "
             "ORDER BY id LIMIT %s",
-            (self.user, limit),
+            (self.user, after, limit),
         )
 
     def count_pending(self) -> int:

@@ -375,12 +375,12 @@ class SQLiteStore(Store):
             ).fetchone()
         return SourceState(*row) if row else None
 
-    def pending_passages(self, limit: int) -> list[tuple[int, str]]:
+    def pending_passages(self, limit: int, after: int = 0) -> list[tuple[int, str]]:
         with self._lock:
             return self._db.execute(
                 "SELECT p.id, p.text FROM passages p LEFT JOIN vectors v ON v.passage_id = p.id "
-                "WHERE v.passage_id IS NULL ORDER BY p.id LIMIT ?",
-                (limit,),
+                "WHERE p.id > ? AND v.passage_id IS NULL ORDER BY p.id LIMIT ?",
+                (after, limit),
             ).fetchall()
 
     def count_pending(self) -> int:
