@@ -158,7 +158,12 @@ def content_hash(turn: Turn) -> str:
 
 
 def embed_pending(store: Store, embedder: Embedder, progress: Progress | None = None) -> int:
-    """Embed every passage that has no vector yet; returns how many were embedded."""
+    """Embed every passage that has no vector yet; returns how many were embedded.
+
+    Batches follow passage ids. A passage stored meanwhile under an id already passed (SQLite
+    hands out again the ids of the newest rows once they are deleted) waits for the next call,
+    which the write that stored it asks for (server/indexer.py).
+    """
     total = store.count_pending()
     done = 0
     recent = RecentVectors(RECENT_VECTORS)
