@@ -1,0 +1,83 @@
+"""Where a warm recall's time goes: its keyword side and its dense side, alone and side by side.
+
+    PYTHONPATH=src python bench/recall_sides.py HOME QUESTIONS_JSON [--rounds 2]
+
+HOME is a memory indexed by `ireneo bench` (or `ireneo index`) and QUESTIONS_JSON the
+`questions.json` written beside its history (`python -m ireneo.bench.generate`). Recall runs the
+keyword side (BM25 candidates, windows, names) on the calling thread while another embeds the
+query and scans the vectors. Each question is timed, in one process, as:
+
+- recall: `Memory.recall`, as served;
+- keyword side: the same recall without an embedder;
+- dense side: embedding the query and the exact vector scan;
+- side by side: both at once, on two threads, as recall runs them;
+- one after the other: both on the calling thread.
+
+Medians in ms, per round; a busy machine moves every figure, so compare within a round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from ireneo import Memory, search
+from ireneo.store import Filters
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("home")
+    parser.add_argument("questions")
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    memory = Memory(args.home)
+    asked = json.loads(Path(args.questions).read_text(encoding="utf-8"))
+    queries = [q["long"] for q in asked] + [q["short"] for q in asked]
+    embed = memory.embedder.embed_query
+    beside = ThreadPoolExecutor(1)
+
+    def keyword(query: str) -> object:
+        return search.recall(
+            memory.store, None, query, 8, Filters(), fusion=memory.fusion, hangul=memory.hangul
+        )
+
+    def dense(query: str) -> object:
+        return memory.store.dense_search(embed(query), memory.fusion.candidates, Filters())
+
+    def side_by_side(query: str) -> None:
+        scan = beside.submit(dense, query)
+        keyword(query)
+        scan.result()
+
+    sides: dict[str, Callable[[str], object]] = {
+        "recall": lambda query: memory.recall(query, k=8),
+        "keyword side": keyword,
+        "dense side": dense,
+        "side by side": side_by_side,
+        "one after the other": lambda query: (keyword(query), dense(query)),
+    }
+    for query in queries[:40]:  # warm up: the layout, the vectors, the model
+        memory.recall(query, k=8)
+    print("| round | " + " | ".join(sides) + " |\n|---:|" + "---:|" * len(sides))
+    for round_ in range(1, args.rounds + 1):
+        medians = [_median_ms(side, queries) for side in sides.values()]
+        print(f"| {round_} | " + " | ".join(f"{m:.2f}" for m in medians) + " |")
+
+
+def _median_ms(side: Callable[[str], object], queries: list[str]) -> float:
+    times = []
+    for query in queries:
+        started = time.perf_counter()
+        side(query)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
+if __name__ == "__main__":
+    main()
