@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -82,3 +84,16 @@ def test_a_layer_it_does_not_recognise_leaves_the_graph_alone(
     assert ort.InferenceSession(str(odd), providers=["CPUExecutionProvider"])  # still a model
     assert not fuse_layers(odd, tmp_path / "fused.onnx", heads=12)
     assert not (tmp_path / "fused.onnx").exists()
+
+
+def test_the_fusion_needs_no_sympy(prepared: Path, tmp_path: Path) -> None:
+    # onnxruntime does not depend on sympy, and its transformer optimizer's whole pipeline needs
+    # it; this machine may have it from elsewhere, so the child process is denied it.
+    code = (
+        "import sys; sys.modules['sympy'] = None\n"
+        "from pathlib import Path\n"
+        "from ireneo.fuse import fuse_layers\n"
+        f"print(fuse_layers(Path({str(prepared)!r}), Path({str(tmp_path / 'fused.onnx')!r}), 12))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == "True"

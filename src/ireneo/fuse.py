@@ -17,7 +17,6 @@ returns False), so a model never runs a rewrite that changed what it computes.
 
 from __future__ import annotations
 
-import logging
 import re
 from pathlib import Path
 
@@ -87,30 +86,17 @@ def fuse_layers(source: Path, target: Path, heads: int) -> bool:
 
 
 def _fuse_gelu(path: Path) -> None:
-    """Gelu and the bias before it as one BiasGelu, by onnxruntime's transformer optimizer with
-    its other fusions off (its SkipLayerNormalization is slower here: see embed._SLOW_FUSIONS)."""
-    from onnxruntime.transformers import optimizer
-    from onnxruntime.transformers.fusion_options import FusionOptions
+    """Gelu and the bias before it as one BiasGelu, by onnxruntime's own two fusions (its
+    transformer optimizer's whole pipeline would also run shape inference, which needs sympy)."""
+    import onnx
+    from onnxruntime.transformers.fusion_biasgelu import FusionBiasGelu
+    from onnxruntime.transformers.fusion_gelu import FusionGelu
+    from onnxruntime.transformers.onnx_model import OnnxModel
 
-    options = FusionOptions("bert")
-    for fusion in (
-        "enable_attention",
-        "enable_skip_layer_norm",
-        "enable_bias_skip_layer_norm",
-        "enable_embed_layer_norm",
-        "enable_rotary_embeddings",
-        "enable_qordered_matmul",
-    ):
-        setattr(options, fusion, False)
-    logger = logging.getLogger("onnxruntime.transformers")
-    level = logger.level
-    logger.setLevel(logging.ERROR)  # it reports each fusion it did not find as a warning
-    try:
-        model = optimizer.optimize_model(
-            str(path), model_type="bert", opt_level=0, optimization_options=options
-        )
-    finally:
-        logger.setLevel(level)
+    model = OnnxModel(onnx.load(str(path)))
+    FusionGelu(model).apply()
+    FusionBiasGelu(model, is_fastgelu=False).apply()
+    model.topological_sort()
     model.save_model_to_file(str(path))
 
 
