@@ -60,15 +60,16 @@ def test_each_layer_becomes_one_attention_and_one_gelu_and_the_outputs_stay(
 
 
 def test_a_wrong_head_count_computes_something_else_and_nothing_is_written(
-    prepared: Path, tmp_path: Path
+    prepared: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     fused = tmp_path / "fused.onnx"
     assert not fuse_layers(prepared, fused, heads=6)
     assert not fused.exists()
+    assert "runs with its layers unfused (its fused outputs differ)" in caplog.text
 
 
 def test_a_layer_it_does_not_recognise_leaves_the_graph_alone(
-    prepared: Path, tmp_path: Path
+    prepared: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     model = onnx.load(str(prepared))
     renamed = "inner.encoder.layer.3.attention.self.query.bias"
@@ -84,6 +85,7 @@ def test_a_layer_it_does_not_recognise_leaves_the_graph_alone(
     assert ort.InferenceSession(str(odd), providers=["CPUExecutionProvider"])  # still a model
     assert not fuse_layers(odd, tmp_path / "fused.onnx", heads=12)
     assert not (tmp_path / "fused.onnx").exists()
+    assert "unfused (they were not recognised)" in caplog.text
 
 
 def test_the_fusion_needs_no_sympy(prepared: Path, tmp_path: Path) -> None:
