@@ -11,7 +11,11 @@ query and scans the vectors. Each question is timed, in one process, as:
 - keyword side: the same recall without an embedder;
 - dense side: embedding the query and the exact vector scan;
 - side by side: both at once, on two threads, as recall runs them;
+- dense side beside: the dense side's own time when it runs beside the keyword side;
 - one after the other: both on the calling thread.
+
+`--switch-interval MS` sets the interpreter's switch interval (5 ms by default), to see whether
+the two sides wait on the interpreter lock.
 
 Medians in ms, per round; a busy machine moves every figure, so compare within a round.
 """
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -35,7 +40,10 @@ def main() -> None:
     parser.add_argument("home")
     parser.add_argument("questions")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--switch-interval", type=float, metavar="MS")
     args = parser.parse_args()
+    if args.switch_interval:
+        sys.setswitchinterval(args.switch_interval / 1000)
     memory = Memory(args.home)
     asked = json.loads(Path(args.questions).read_text(encoding="utf-8"))
     queries = [q["long"] for q in asked] + [q["short"] for q in asked]
@@ -50,8 +58,15 @@ def main() -> None:
     def dense(query: str) -> object:
         return memory.store.dense_search(embed(query), memory.fusion.candidates, Filters())
 
+    dense_beside: list[float] = []
+
+    def timed_dense(query: str) -> None:
+        started = time.perf_counter()
+        dense(query)
+        dense_beside.append(time.perf_counter() - started)
+
     def side_by_side(query: str) -> None:
-        scan = beside.submit(dense, query)
+        scan = beside.submit(timed_dense, query)
         keyword(query)
         scan.result()
 
@@ -64,9 +79,12 @@ def main() -> None:
     }
     for query in queries[:40]:  # warm up: the layout, the vectors, the model
         memory.recall(query, k=8)
-    print("| round | " + " | ".join(sides) + " |\n|---:|" + "---:|" * len(sides))
+    columns = [*sides, "dense side beside"]
+    print("| round | " + " | ".join(columns) + " |\n|---:|" + "---:|" * len(columns))
     for round_ in range(1, args.rounds + 1):
+        dense_beside.clear()
         medians = [_median_ms(side, queries) for side in sides.values()]
+        medians.append(statistics.median(dense_beside) * 1000)
         print(f"| {round_} | " + " | ".join(f"{m:.2f}" for m in medians) + " |")
 
 

@@ -33,6 +33,14 @@ def test_bench_writes_tables_json_and_plots(tmp_path):
         out / "latest.md"
     ).read_text() in result.output
     assert (out / "latency.png").stat().st_size > 10_000
+    # a log shows each stage as it starts, with the time since the run began
+    stages = [line.split("] ", 1)[1] for line in result.stderr.splitlines() if line.startswith("[")]
+    assert stages == [
+        "en 60: writing the history",
+        "en 60: indexing its 360 turns (in a child)",
+        "en 60: questions, every method",
+        "en 60: latency, memory, time to searchable",
+    ]
 
 
 def test_bench_compares_the_two_stores_in_one_run(tmp_path, pg_database):

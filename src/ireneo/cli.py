@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -381,26 +382,46 @@ def bench(
         overrides["questions"] = questions
     config = Config.quick(**overrides) if quick else Config(**overrides)
     started = datetime.now().strftime("%Y-%m-%d %H:%M")
-    with _bench_progress() as factory:
-        runs = run(config, factory)
+    with _bench_stages() as stage:
+        runs = run(config, stage)
     click.echo(save(runs, config, started).read_text())
 
 
 @contextmanager
-def _bench_progress():
-    """One progress bar per history (on a terminal); each advances once per question."""
-    from rich.progress import Progress
-
+def _bench_stages():
+    """The bench's stages as they start (bench.run.Stage): on a terminal a line each that keeps
+    its time, with a bar for the questions; in a log (CI) a line each, stamped."""
     if not sys.stderr.isatty():
-        yield None
-        return
-    with Progress(transient=False) as bar:
+        started = time.monotonic()
 
-        def factory(label: str, total: int):
-            task = bar.add_task(f"questions {label}", total=total)
+        def logged(label: str, steps: int | None):
+            click.echo(f"[{time.monotonic() - started:5.0f} s] {label}", err=True)
+            return lambda: None
+
+        yield logged
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+    from rich.text import Text
+
+    class Steps(MofNCompleteColumn):  # a stage that does not count its steps shows none
+        def render(self, task):
+            return super().render(task) if task.fields["counted"] else Text("")
+
+    with Progress("{task.description}", BarColumn(), Steps(), TimeElapsedColumn()) as bar:
+
+        def finish(task) -> None:  # full, its time kept
+            bar.update(task.id, total=task.total or 1, completed=task.total or 1)
+            bar.stop_task(task.id)
+
+        def shown(label: str, steps: int | None):
+            if bar.tasks:
+                finish(bar.tasks[-1])
+            task = bar.add_task(label, total=steps, counted=steps is not None)
             return lambda: bar.advance(task)
 
-        yield factory
+        yield shown
+        if bar.tasks:
+            finish(bar.tasks[-1])
 
 
 IMPORTANCE = click.Choice(["low", "medium", "high"])

@@ -247,18 +247,27 @@ def cold_latency(
 # -- the run --------------------------------------------------------------------------------------------
 
 
-def run(config: Config, progress_factory=None) -> list[Run]:
+# Starts a stage of the run, `label` with its number of steps (None: not counted); returns what
+# advances it by one step. The CLI shows it (cli._bench_stages).
+Stage = Callable[[str, int | None], Callable[[], None]]
+
+
+def _unseen(label: str, steps: int | None) -> Callable[[], None]:
+    return lambda: None
+
+
+def run(config: Config, stage: Stage = _unseen) -> list[Run]:
     runs = []
     with tempfile.TemporaryDirectory(prefix="ireneo-bench-") as scratch:
         for lang in config.langs:
             for size in config.sizes:
-                runs.append(
-                    run_one(config, lang, size, Path(scratch) / f"{lang}-{size}", progress_factory)
-                )
+                runs.append(run_one(config, lang, size, Path(scratch) / f"{lang}-{size}", stage))
     return runs
 
 
-def run_one(config: Config, lang: str, size: int, scratch: Path, progress_factory) -> Run:
+def run_one(config: Config, lang: str, size: int, scratch: Path, stage: Stage = _unseen) -> Run:
+    name = f"{lang} {size:,}"
+    stage(f"{name}: writing the history", None)
     history = generate(
         size, lang=lang, family=config.family, seed=config.seed, questions=config.questions
     )
@@ -266,22 +275,21 @@ def run_one(config: Config, lang: str, size: int, scratch: Path, progress_factor
     write_funes_jsonl(history, source)
     write_questions(history, scratch / "questions.json")
     result = Run(lang, size)
+    stage(f"{name}: indexing its {len(history.turns):,} turns (in a child)", None)
     result.perf.update(index_cost(home, source, config.model))
     with Memory(home, model=config.model) as memory:
-        advance = (
-            progress_factory(f"{lang} {size:,}", len(history.questions))
-            if progress_factory
-            else (lambda: None)
-        )
+        advance = stage(f"{name}: questions, every method", len(history.questions))
         result.accuracy = accuracy(memory, history.questions, advance)
         result.perf["disk_mb"] = memory.status().disk_bytes / 2**20
         (scratch.parent / f"misses-{lang}-{size}.json").write_text(
             json.dumps(misses(memory, history.questions), ensure_ascii=False, indent=1)
         )
+    stage(f"{name}: latency, memory, time to searchable", None)
     _, _, out = child(["-m", "ireneo.bench.probe", str(home), str(scratch / "questions.json")])
     result.perf.update(json.loads(out))
     result.perf["cold_p50_ms"] = cold_latency(home, history.questions, config.cold_samples)
     if config.database_url:
+        stage(f"{name}: the same in PostgreSQL", None)
         result.stores = {
             "sqlite": {**result.perf, **_ireneo_accuracy(result.accuracy)},
             "postgresql": postgres_run(config, lang, size, source, scratch, history.questions),
