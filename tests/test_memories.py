@@ -397,8 +397,23 @@ def test_a_memory_written_before_migration_2_opens_and_recalls_the_same(home, tm
         DROP TABLE memories_vocab; DROP TABLE memories_fts; DROP TABLE memory_vectors;
         DROP TABLE memory_tags; DROP TABLE memories; DROP TABLE forget_log;
         DROP TABLE returned; ALTER TABLE turns DROP COLUMN echo;
-        DROP TRIGGER passages_df_ai; DROP TRIGGER passages_df_ad; DROP TABLE term_df;
+        DROP TRIGGER passages_df_ad; DROP TABLE term_df;
         DROP TRIGGER passages_counted_ad; ALTER TABLE corpus DROP COLUMN passage_deletes;
+        DROP TRIGGER passages_ai; DROP TRIGGER passages_ad;
+        CREATE VIRTUAL TABLE passages_fts USING fts5(
+            terms, content='passages', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
+        );
+        CREATE VIRTUAL TABLE passages_vocab USING fts5vocab(passages_fts, 'row');
+        INSERT INTO passages_fts (passages_fts) VALUES ('rebuild');
+        CREATE TRIGGER passages_ai AFTER INSERT ON passages BEGIN
+            INSERT INTO passages_fts (rowid, terms) VALUES (new.id, new.terms);
+            UPDATE corpus SET passages = passages + 1, terms = terms + new.term_count;
+        END;
+        CREATE TRIGGER passages_ad AFTER DELETE ON passages BEGIN
+            INSERT INTO passages_fts (passages_fts, rowid, terms)
+                VALUES ('delete', old.id, old.terms);
+            UPDATE corpus SET passages = passages - 1, terms = terms - old.term_count;
+        END;
         DELETE FROM migrations WHERE version > 1;
         """
     )
@@ -409,9 +424,18 @@ def test_a_memory_written_before_migration_2_opens_and_recalls_the_same(home, tm
         memory.memories.store(RAHUL)
         assert texts(memory.memories.search("card")) == [RAHUL]
         assert [t.echo for t in memory.get("pay-1")] == [False] * len(CONVERSATIONS["pay-1"])
+        passages = memory.status().passages
+        conversation(tmp_path / "more", "pay-2", ["a refund of the second payment"])
+        memory.index([tmp_path / "more"])  # the triggers migration 7 made count it
+        assert memory.status().passages == passages + 1
+        assert memory.recall("refund", k=1)[0].session_id == "pay-2"
     db = sqlite3.connect(home / "memory.db")
     versions = [v for (v,) in db.execute("SELECT version FROM migrations ORDER BY version")]
     assert versions == list(range(1, len(sqlite_store.MIGRATIONS) + 1))
+    assert not db.execute(
+        "SELECT name FROM sqlite_master WHERE name LIKE 'passages_fts%'"
+    ).fetchall()
+    assert db.execute("SELECT passages FROM corpus").fetchone() == (passages + 1,)
     db.close()
 
 

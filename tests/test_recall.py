@@ -2,7 +2,7 @@ from dataclasses import replace
 
 import pytest
 
-from ireneo import Memory
+from ireneo import Memory, search
 from ireneo.errors import ModelMismatch
 from ireneo.store import Filters
 from tests.conftest import SAMPLES, conversation
@@ -342,7 +342,8 @@ def test_a_memory_written_before_korean_morphemes_keeps_reading_korean_by_bigram
         assert reopened.hangul == "bigrams"  # it holds turns, so it is an old one
         hits = reopened.recall("사업장 믹서 구동측", k=1)
         assert hits and hits[0].session_id == "site"
-        assert reopened.store.lexical_search(["사업장"], 5, Filters()) == []
+        layout, stats = reopened.store.layout(), reopened.store.term_stats(["사업장"])
+        assert not len(search.keyword_candidates(layout, stats, ["사업장"], 5, Filters()))
 
 
 def test_a_name_written_with_a_number_after_it_is_another_place(memory, tmp_path, monkeypatch):

@@ -147,13 +147,7 @@ def window_scores(
     sequence = terms(query, hangul)  # in order, with repeats: for pairs and names
     stats = store.term_stats(words) if words else TermStats(0, 0.0, {})
     rarer = selective(words, stats)
-    seeds = layout.bm25(
-        layout.term_ids(rarer),
-        np.array([_idf(stats, w) for w in rarer]),
-        stats.average_length,
-        fusion.candidates,
-        filters,
-    )
+    seeds = keyword_candidates(layout, stats, rarer, fusion.candidates, filters)
     named = known_names(query, stats, hangul) if fusion.name_weight else []
     # a query with no capitals may have left them out; one without cased letters (Korean) not
     if fusion.name_weight and not written_names(query) and any(c.islower() for c in query):
@@ -191,6 +185,16 @@ def window_scores(
         turn: Score(w, o)
         for turn, w, o in zip(layout.turns(keys), window.tolist(), own.tolist(), strict=True)
     }
+
+
+def keyword_candidates(
+    layout: PassageLayout, stats: TermStats, words: list[str], limit: int, filters: Filters
+) -> np.ndarray:
+    """The `limit` passages that Okapi BM25 ranks best for `words`, as layout positions, best
+    first. Recall asks it for the query's rarer words (`selective`); the benchmark's keyword
+    baseline for them all."""
+    weights = np.array([_idf(stats, word) for word in words])
+    return layout.bm25(layout.term_ids(words), weights, stats.average_length, limit, filters)
 
 
 def _dense_seeds(

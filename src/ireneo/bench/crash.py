@@ -11,7 +11,7 @@ same home. At the end, with the server up:
 then, with the server stopped, every memory is opened and checked: each acknowledged turn is
 stored with its text; each conversation holds exactly one of the lengths that were posted (a post
 is stored whole or not at all); dense search of sampled turns finds them (recall by meaning);
-`PRAGMA integrity_check` and the FTS5 index's own integrity check pass.
+`PRAGMA integrity_check` and the explicit memories' FTS5 index's own integrity check pass.
 """
 
 from __future__ import annotations
@@ -290,8 +290,8 @@ def _sqlite_intact(db: Path) -> bool:
     connection = sqlite3.connect(db)
     try:
         ok = connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        # FTS5 checks that its index matches the passages it indexes (raises if not)
-        connection.execute("INSERT INTO passages_fts(passages_fts) VALUES ('integrity-check')")
+        # FTS5 checks that its index matches the explicit memories it indexes (raises if not)
+        connection.execute("INSERT INTO memories_fts(memories_fts) VALUES ('integrity-check')")
         return ok
     except sqlite3.DatabaseError:
         return False

@@ -33,7 +33,7 @@ from ireneo.embed import DEFAULT_MODEL
 from ireneo.memory import Memory
 from ireneo.model import Hit
 from ireneo.render import render_hit
-from ireneo.store import Filters
+from ireneo.store import Filters, TermStats
 
 KS = (1, 3, 8)
 BASELINE_DEPTH = 30
@@ -77,14 +77,8 @@ def method_ireneo(memory: Memory, query: str, k: int) -> list[Hit]:
 
 
 def method_bm25(memory: Memory, query: str, k: int) -> list[Hit]:
-    """FTS5's own BM25 over all the query's terms, best passage per turn."""
-    return _turn_hits(
-        memory,
-        memory.store.lexical_search(
-            query_terms(query, hangul=memory.hangul), search.CANDIDATES, Filters()
-        ),
-        k,
-    )
+    """Okapi BM25 over all the query's terms, best passage per turn."""
+    return _turn_hits(memory, _bm25_ranking(memory, query, search.CANDIDATES), k)
 
 
 def method_dense(memory: Memory, query: str, k: int) -> list[Hit]:
@@ -94,15 +88,23 @@ def method_dense(memory: Memory, query: str, k: int) -> list[Hit]:
 
 def method_funes_rrf(memory: Memory, query: str, k: int) -> list[Hit]:
     """The reference's fusion: reciprocal rank fusion of the two top-30 lists, k=60, equal weights."""
-    lexical = memory.store.lexical_search(
-        query_terms(query, hangul=memory.hangul), BASELINE_DEPTH, Filters()
-    )
+    lexical = _bm25_ranking(memory, query, BASELINE_DEPTH)
     dense = memory.store.dense_search(memory.embedder.embed_query(query), BASELINE_DEPTH, Filters())
     scores: dict[int, float] = {}
     for ranking in (lexical, dense):
         for position, (pid, _) in enumerate(ranking):
             scores[pid] = scores.get(pid, 0.0) + 1.0 / (60 + position + 1)
     return _turn_hits(memory, list(scores.items()), k)
+
+
+def _bm25_ranking(memory: Memory, query: str, depth: int) -> list[tuple[int, float]]:
+    """The `depth` passages BM25 ranks best for all the query's terms, `(passage_id, score)`,
+    best first: the score is the rank's (1, 1/2, 1/3...), which is all a baseline uses."""
+    words = query_terms(query, hangul=memory.hangul)
+    layout = memory.store.layout()
+    stats = memory.store.term_stats(words) if words else TermStats(0, 0.0, {})
+    found = search.keyword_candidates(layout, stats, words, depth, Filters())
+    return [(int(pid), 1 / rank) for rank, pid in enumerate(layout.ids[found].tolist(), start=1)]
 
 
 def _turn_hits(memory: Memory, passage_scores: list[tuple[int, float]], k: int) -> list[Hit]:

@@ -196,15 +196,6 @@ class Store(ABC):
 
     # -- search candidates --------------------------------------------------------------------
     @abstractmethod
-    def lexical_search(
-        self, terms: list[str], limit: int, filters: Filters
-    ) -> list[tuple[int, float]]:
-        """The passages matching any term, best first by the store's own full-text ranking, as
-        `(passage_id, score)`: the benchmark's keyword baseline. Recall takes its keyword
-        candidates from the layout instead (`PassageLayout.bm25`: ~0.5 ms against 3-5 ms at
-        60,000 passages)."""
-
-    @abstractmethod
     def term_stats(self, terms: list[str]) -> TermStats:
         """BM25's corpus statistics: passages, their average length in terms, and how many
         passages hold each of the given terms."""

@@ -23,14 +23,13 @@ from psycopg import sql
 SCHEMA = "ireneo"
 DEFAULT_APP_ROLE = "ireneo_app"
 
-# Tables that hold one user's rows; each gets the same forced policy.
+# Tables that hold one user's rows; each gets the same forced policy (_policies) when created.
 USER_TABLES = (
     "meta",
     "sources",
     "sessions",
     "turns",
     "passages",
-    "passage_terms",
     "corpus",
     "term_df",
     "memories",
@@ -45,6 +44,11 @@ CREATE POLICY {table}_by_user ON {table}
     USING (user_id = current_setting('app.user_id', true))
     WITH CHECK (user_id = current_setting('app.user_id', true));
 """
+
+
+def _policies(*tables: str) -> str:
+    return "".join(_USER_POLICY.format(table=table) for table in tables)
+
 
 MIGRATIONS: list[str] = [
     # 1: conversations, their passages with search terms and vectors, and explicit memories.
@@ -203,7 +207,10 @@ MIGRATIONS: list[str] = [
     CREATE POLICY users_listed ON users USING (true)
         WITH CHECK (user_id = current_setting('app.user_id', true));
     """
-    + "".join(_USER_POLICY.format(table=table) for table in USER_TABLES[:-2]),
+    + _policies(
+        "meta", "sources", "sessions", "turns", "passages", "passage_terms", "corpus", "term_df"
+    )
+    + _policies("memories"),
     # 2: the audit log of forgets (what kind, by whom, how much; never any text or id), and
     # recall echoes (ireneo.echoes): a flag on turns, and which turns were returned when.
     """
@@ -232,7 +239,7 @@ MIGRATIONS: list[str] = [
     CREATE INDEX returned_at ON returned (user_id, at);
     CREATE INDEX returned_turn ON returned (user_id, turn_id);
     """
-    + "".join(_USER_POLICY.format(table=table) for table in USER_TABLES[-2:]),
+    + _policies("forget_log", "returned"),
     # 3: deleted passages counted, so each replica's in-memory layout of a user's passages
     # (store/layout.py) notices a deletion without a scan. Named to fire before
     # passages_removed, so the corpus row is still the first row a writer locks.
@@ -247,6 +254,33 @@ MIGRATIONS: list[str] = [
     END $$;
     CREATE TRIGGER passages_deleted AFTER DELETE ON passages
         REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION passages_deleted();
+    """,
+    # 4: no inverted index of passages in SQL. Recall ranks from each replica's layout
+    # (store/layout.py), and writing a row per term of every passage was most of storing one.
+    """
+    CREATE OR REPLACE FUNCTION passages_counted() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE sign integer := CASE WHEN TG_OP = 'INSERT' THEN 1 ELSE -1 END;
+    BEGIN
+        INSERT INTO corpus AS c (user_id, passages, terms)
+            SELECT user_id, sign * count(*), sign * coalesce(sum(cardinality(lexemes)), 0)
+            FROM changed GROUP BY user_id ORDER BY user_id
+        ON CONFLICT (user_id) DO UPDATE
+            SET passages = c.passages + excluded.passages, terms = c.terms + excluded.terms;
+        INSERT INTO term_df AS d (user_id, term, docs)
+            SELECT p.user_id, l.term, sign * count(DISTINCT p.id)
+            FROM changed p CROSS JOIN LATERAL unnest(p.lexemes) AS l(term)
+            GROUP BY p.user_id, l.term ORDER BY p.user_id, l.term
+        ON CONFLICT (user_id, term) DO UPDATE SET docs = d.docs + excluded.docs;
+        IF sign < 0 THEN
+            UPDATE corpus c SET vectors = c.vectors - v.n, vector_deletes = c.vector_deletes + v.n
+            FROM (SELECT user_id, count(embedding) AS n FROM changed GROUP BY user_id) v
+            WHERE c.user_id = v.user_id AND v.n > 0;
+            DELETE FROM term_df d USING (SELECT DISTINCT user_id FROM changed) u
+            WHERE d.user_id = u.user_id AND d.docs <= 0;
+        END IF;
+        RETURN NULL;
+    END $$;
+    DROP TABLE passage_terms;
     """,
 ]
 

@@ -6,14 +6,13 @@ so it ends with the transaction and is safe behind a transaction pooler), and ev
 also names the user, so a distributed PostgreSQL can route it to the user's shard. The schema and
 its policies are in pg_schema.py.
 
-Search: the passages' analysed terms are kept in an inverted index (`passage_terms`); lexical
-candidates are ranked by BM25 in SQL from the per-user statistics that triggers keep in
-`term_df` and `corpus` (pg_schema.py says why not a GIN index). Dense search is exact, as in the
-embedded store, over a copy of the user's vectors kept in memory (store/vectors.py; measured at
-60,000 vectors of 384 dimensions: ~3-20 ms against ~70-105 ms for pgvector's exact
-`ORDER BY embedding <#> query`; an approximate index over every user's vectors loses rows under a
-user filter), and so is where each passage sits (store/layout.py); both are brought up to date
-from counters in `corpus`. Vectors are pgvector `vector`s, normalised (inner product = cosine).
+Search reads, as in the embedded store, a copy kept in memory of where each passage sits and
+its terms (store/layout.py: BM25 candidates from its postings, with the per-user statistics
+that triggers keep in `term_df` and `corpus`) and of the user's vectors (store/vectors.py: exact
+dense search; measured at 60,000 vectors of 384 dimensions, ~3-20 ms against ~70-105 ms for
+pgvector's exact `ORDER BY embedding <#> query`, and an approximate index over every user's
+vectors loses rows under a user filter). Both are brought up to date from counters in `corpus`.
+Vectors are pgvector `vector`s, normalised (inner product = cosine).
 """
 
 from __future__ import annotations
@@ -34,8 +33,6 @@ from ireneo.errors import StorageFull
 from ireneo.model import SessionSummary, Turn
 from ireneo.store import pg_schema
 from ireneo.store.base import (
-    BM25_B,
-    BM25_K1,
     READ_ROWS,
     AuditEntry,
     Filters,
@@ -386,36 +383,6 @@ class PostgresStore(Store):
             )
 
     # -- search candidates ---------------------------------------------------------------------------
-    def lexical_search(
-        self, terms: list[str], limit: int, filters: Filters
-    ) -> list[tuple[int, float]]:
-        if not terms:
-            return []
-        where, params = _filter_sql(filters)
-        return self._all(
-            "WITH c AS (SELECT terms::float8 / greatest(passages, 1) AS avg_len, passages "
-            "FROM corpus WHERE user_id = %(u)s), "
-            "q AS MATERIALIZED (SELECT d.term, "
-            "ln(1 + (c.passages - d.docs + 0.5)::float8 / (d.docs + 0.5)) AS idf "
-            "FROM term_df d, c WHERE d.user_id = %(u)s AND d.term = ANY(%(terms)s::text[])) "
-            "SELECT pt.passage_id, sum(q.idf * pt.tf * (%(k1)s + 1) / (pt.tf + %(k1)s * "
-            "(1 - %(b)s + %(b)s * pt.length / greatest(c.avg_len, 1)))) AS score "
-            # each term's postings looked up on their own (OFFSET 0 keeps the planner from
-            # flattening it): an index range whatever the planner believes about a user it has
-            # no statistics for yet (flattened, a fresh bulk load got a plan of minutes)
-            "FROM q CROSS JOIN LATERAL (SELECT passage_id, tf, length FROM passage_terms "
-            "WHERE user_id = %(u)s AND term = q.term OFFSET 0) pt CROSS JOIN c "
-            + (
-                "JOIN passages p ON p.user_id = %(u)s AND p.id = pt.passage_id "
-                "JOIN turns t ON t.user_id = p.user_id AND t.id = p.turn_id "
-                f"WHERE {where} "
-                if where
-                else ""
-            )
-            + "GROUP BY pt.passage_id ORDER BY score DESC, pt.passage_id LIMIT %(limit)s",
-            {"u": self.user, "terms": terms, "limit": limit, "k1": BM25_K1, "b": BM25_B, **params},
-        )
-
     def term_stats(self, terms: list[str]) -> TermStats:
         with self._transaction() as cur:
             row = cur.execute(

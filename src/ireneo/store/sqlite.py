@@ -1,10 +1,11 @@
 """The embedded store: one SQLite file per memory, in WAL mode.
 
-Turns, passages, their FTS5 index and their vectors live in the same file, so one transaction
-keeps them consistent: a memory killed mid-write reopens with whole turns or none. Dense search is
-exact, over a copy of the vectors kept in memory (store/vectors.py), as is where each passage sits
-(store/layout.py); both are brought up to date from counters kept by triggers. Vectors are stored
-as float32 little-endian blobs, one per passage.
+Turns, passages with their terms, BM25's statistics and the vectors live in the same file, so one
+transaction keeps them consistent: a memory killed mid-write reopens with whole turns or none.
+Search reads copies kept in memory of where each passage sits and its terms (store/layout.py,
+whose postings give the BM25 candidates) and of the vectors (store/vectors.py: exact dense
+search); both are brought up to date from counters kept by triggers. Vectors are stored as
+float32 little-endian blobs, one per passage. Explicit memories have an FTS5 index of their own.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import secrets
 import sqlite3
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime
@@ -223,6 +225,24 @@ MIGRATIONS: list[str] = [
         UPDATE corpus SET passage_deletes = passage_deletes + 1;
     END;
     """,
+    # 7: storing a passage costs less. No FTS5 index of passages: recall has ranked from the
+    # layout's postings since they came (BM25 ~0.5 ms a query against FTS5's 3-5 ms), and
+    # keeping the index up to date was a fifth of storing a turn. And `term_df` is counted up by
+    # the writer, once a write (SQLiteStore.write_turns), not by a trigger per passage, which
+    # was another fifth; a deletion still counts down by trigger.
+    """
+    DROP TRIGGER passages_df_ai;
+    DROP TRIGGER passages_ai;
+    DROP TRIGGER passages_ad;
+    DROP TABLE passages_vocab;
+    DROP TABLE passages_fts;
+    CREATE TRIGGER passages_ai AFTER INSERT ON passages BEGIN
+        UPDATE corpus SET passages = passages + 1, terms = terms + new.term_count;
+    END;
+    CREATE TRIGGER passages_ad AFTER DELETE ON passages BEGIN
+        UPDATE corpus SET passages = passages - 1, terms = terms - old.term_count;
+    END;
+    """,
 ]
 
 
@@ -310,6 +330,7 @@ class SQLiteStore(Store):
     ) -> StoreResult:
         result = StoreResult()
         salt = self.get_meta("ref_salt") or ""
+        held: Counter[str] = Counter()  # passages stored that hold each term, not yet counted
         with self._transaction() as db:
             for turn, content_hash, passages in turns:
                 row = db.execute(
@@ -330,6 +351,7 @@ class SQLiteStore(Store):
                 )
                 if row:
                     turn_id = row[0]
+                    _count_terms(db, held)  # first: the deletion's trigger counts down
                     db.execute("DELETE FROM passages WHERE turn_id = ?", (turn_id,))
                     db.execute(
                         "UPDATE turns SET seq = ?, ts = ?, role = ?, harness = ?, blocks = ?, "
@@ -356,6 +378,9 @@ class SQLiteStore(Store):
                         for p in passages
                     ],
                 )
+                for passage in passages:
+                    held.update(set(passage.terms.split()))
+            _count_terms(db, held)
             if source is not None:
                 db.execute(
                     "INSERT OR REPLACE INTO sources VALUES (?, ?, ?, ?, datetime('now'))",
@@ -404,26 +429,6 @@ class SQLiteStore(Store):
             db.execute("DELETE FROM vectors")
 
     # -- search candidates ---------------------------------------------------------------------------
-    def lexical_search(
-        self, terms: list[str], limit: int, filters: Filters
-    ) -> list[tuple[int, float]]:
-        if not terms:
-            return []
-        where, params = _filter_sql(filters)
-        sql = (
-            "SELECT passages_fts.rowid, -bm25(passages_fts) FROM passages_fts "
-            + (
-                "JOIN passages p ON p.id = passages_fts.rowid JOIN turns t ON t.id = p.turn_id "
-                if where
-                else ""
-            )
-            + "WHERE passages_fts MATCH ? "
-            + (f"AND {where} " if where else "")
-            + "ORDER BY bm25(passages_fts) LIMIT ?"
-        )
-        with self._lock:
-            return self._db.execute(sql, (_match(terms), *params, limit)).fetchall()
-
     def term_stats(self, terms: list[str]) -> TermStats:
         marks = ",".join("?" * len(terms))
         with self._lock:
@@ -587,7 +592,6 @@ class SQLiteStore(Store):
             forgotten = _forget_sessions(db, [session_id])
             if forgotten.turns:
                 _audit(db, "forget_conversation", actor, now, forgotten, session_id=session_id)
-                _optimize_fts(db)
         if forgotten.turns:
             self._checkpoint()
         return forgotten
@@ -601,7 +605,7 @@ class SQLiteStore(Store):
             db.execute("DELETE FROM meta WHERE key = 'last_written'")
             forgotten = replace(forgotten, memories=memories)
             _audit(db, "forget_all", actor, now, forgotten)
-            _optimize_fts(db)
+            _optimize_memories_fts(db)
         self._checkpoint()
         return forgotten
 
@@ -617,7 +621,6 @@ class SQLiteStore(Store):
             forgotten = _forget_sessions(db, sessions)
             if forgotten.turns:
                 _audit(db, "forget_before", actor, now, forgotten, before=before)
-                _optimize_fts(db)
         if forgotten.turns:
             self._checkpoint()
         return forgotten
@@ -856,10 +859,20 @@ def _audit(
     )
 
 
-def _optimize_fts(db: sqlite3.Connection) -> None:
-    """Merge the full-text indexes into one segment each. An FTS5 delete only adds a tombstone;
-    the deleted terms stay in the older segments until they are merged away."""
-    db.execute("INSERT INTO passages_fts (passages_fts) VALUES ('optimize')")
+def _count_terms(db: sqlite3.Connection, held: Counter[str]) -> None:
+    """Add to `term_df` the passages stored that hold each term, and clear `held`: one statement
+    a write, where a trigger per passage took a fifth of storing it."""
+    db.executemany(
+        "INSERT INTO term_df (term, passages) VALUES (?, ?) "
+        "ON CONFLICT (term) DO UPDATE SET passages = passages + excluded.passages",
+        held.items(),
+    )
+    held.clear()
+
+
+def _optimize_memories_fts(db: sqlite3.Connection) -> None:
+    """Merge the explicit memories' full-text index into one segment. An FTS5 delete only adds a
+    tombstone; the deleted terms stay in the older segments until they are merged away."""
     db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
 
 
