@@ -104,7 +104,7 @@ def _bm25_ranking(memory: Memory, query: str, depth: int) -> list[tuple[int, flo
     layout = memory.store.layout()
     stats = memory.store.term_stats(words) if words else TermStats(0, 0.0, {})
     found = search.keyword_candidates(layout, stats, words, depth, Filters())
-    return [(int(pid), 1 / rank) for rank, pid in enumerate(layout.ids[found].tolist(), start=1)]
+    return [(pid, 1 / rank) for rank, pid in enumerate(layout.ids[found].tolist(), start=1)]
 
 
 def _turn_hits(memory: Memory, passage_scores: list[tuple[int, float]], k: int) -> list[Hit]:

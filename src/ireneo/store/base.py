@@ -1,9 +1,10 @@
 """What every store offers the layers above it.
 
 A store keeps one memory: turns verbatim, their passages with search terms, and passage vectors.
-It does not analyse text, embed, or fuse rankings; it persists and answers the two candidate
-queries (lexical and dense) that search.py combines. Everything above this interface must work
-unchanged on any implementation.
+It does not analyse text, embed, or fuse rankings; it persists, and gives search.py what it ranks
+from: where every passage sits and its terms (the layout, whose postings BM25 ranks), the term
+statistics, and the nearest vectors. Everything above this interface must work unchanged on any
+implementation.
 """
 
 from __future__ import annotations
