@@ -148,8 +148,7 @@ def test_long_turn_is_split_and_its_end_still_found(memory, tmp_path):
 KILLER = """
 import sys
 from ireneo import Memory
-from ireneo.formats.funes_jsonl import parse_record
-from ireneo.index import embed_pending, find_files, index_files, store_turns
+from ireneo.index import embed_pending, find_files, index_files
 from ireneo.store import Filters
 from ireneo import index
 index.EMBED_BATCH = 8
