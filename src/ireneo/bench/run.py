@@ -29,7 +29,7 @@ from pathlib import Path
 from ireneo import search
 from ireneo.analyze import query_terms
 from ireneo.bench.generate import Question, generate, write_funes_jsonl, write_questions
-from ireneo.embed import DEFAULT_MODEL
+from ireneo.embed import DEFAULT_MODEL, load_embedder
 from ireneo.memory import Memory
 from ireneo.model import Hit
 from ireneo.render import render_hit
@@ -194,21 +194,44 @@ def misses(memory: Memory, questions: list[Question], k: int = 3) -> list[dict]:
 
 
 def child(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
-    """Run a Python child; returns (seconds, its own peak RSS in MB, stdout).
+    """Run `python -m MODULE ARGS...` (`args`) in a child; returns (seconds, its own peak RSS in
+    MB, stdout).
 
-    Output goes to files rather than pipes so the child can be reaped with wait4, which is what
-    reports that one child's peak memory.
+    The peak is the child's VmHWM, which it writes as it exits (`_OWN_PEAK`). wait4's ru_maxrss
+    would not do: Linux gives a child the peak of the process it was forked from, here the bench,
+    which holds a memory and a model by then (a child that peaked at 142 MB showed 553 MB).
     """
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+    module, *rest = args[1:]
+    with (
+        tempfile.TemporaryFile("w+") as out,
+        tempfile.TemporaryFile("w+") as err,
+        tempfile.NamedTemporaryFile("r") as peak,
+    ):
         started = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, *args], stdout=out, stderr=err, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _OWN_PEAK, peak.name, module, *rest],
+            stdout=out,
+            stderr=err,
+            env=env,
+        )
+        proc.wait()
         seconds = time.perf_counter() - started
-        proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0), err.seek(0)
         if proc.returncode:
             raise RuntimeError(f"{' '.join(args)} failed: {err.read().strip()[-2000:]}")
-        return seconds, usage.ru_maxrss / 1024, out.read()
+        return seconds, int(peak.read()) / 1024, out.read()
+
+
+# Runs a module as `python -m` does and writes the process's peak RSS (kB) to a file at exit.
+_OWN_PEAK = """
+import atexit, runpy, sys
+path = sys.argv.pop(1)
+def record():
+    with open("/proc/self/status") as status, open(path, "w") as out:
+        out.write(next(line.split()[1] for line in status if line.startswith("VmHWM:")))
+atexit.register(record)
+runpy.run_module(sys.argv.pop(1), run_name="__main__", alter_sys=True)
+"""
 
 
 def index_cost(
@@ -259,6 +282,9 @@ def _unseen(label: str, steps: int | None) -> Callable[[], None]:
 
 
 def run(config: Config, stage: Stage = _unseen) -> list[Run]:
+    # A model's 8-bit build is made once per machine, by whichever process loads it first: here,
+    # not inside the first index timed (it took that index's peak from ~150 to ~550 MB).
+    load_embedder(config.model)
     runs = []
     with tempfile.TemporaryDirectory(prefix="ireneo-bench-") as scratch:
         for lang in config.langs:
