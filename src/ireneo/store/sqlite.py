@@ -370,16 +370,17 @@ class SQLiteStore(Store):
                         (turn.session_id, turn.turn_uuid, *values),
                     ).lastrowid
                     result.added += 1
+                words = [p.terms.split() for p in passages]
                 db.executemany(
                     "INSERT INTO passages (turn_id, block_type, text, terms, term_count) "
                     "VALUES (?, ?, ?, ?, ?)",
                     [
-                        (turn_id, p.block_type, p.text, p.terms, len(p.terms.split()))
-                        for p in passages
+                        (turn_id, p.block_type, p.text, p.terms, len(w))
+                        for p, w in zip(passages, words, strict=True)
                     ],
                 )
-                for passage in passages:
-                    held.update(set(passage.terms.split()))
+                for passage_words in words:
+                    held.update(set(passage_words))
             _count_terms(db, held)
             if source is not None:
                 db.execute(
@@ -860,8 +861,8 @@ def _audit(
 
 
 def _count_terms(db: sqlite3.Connection, held: Counter[str]) -> None:
-    """Add to `term_df` the passages stored that hold each term, and clear `held`: one statement
-    a write, where a trigger per passage took a fifth of storing it."""
+    """Add to `term_df` the passages stored that hold each term, and clear `held`: one upsert
+    per distinct term of a write, where a trigger per passage took a fifth of storing it."""
     db.executemany(
         "INSERT INTO term_df (term, passages) VALUES (?, ?) "
         "ON CONFLICT (term) DO UPDATE SET passages = passages + excluded.passages",
