@@ -193,15 +193,16 @@ def misses(memory: Memory, questions: list[Question], k: int = 3) -> list[dict]:
 # -- cost -----------------------------------------------------------------------------------------------
 
 
-def child(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
-    """Run `python -m MODULE ARGS...` (`args`) in a child; returns (seconds, its own peak RSS in
-    MB, stdout).
+def child(
+    module: str, args: list[str], env: dict[str, str] | None = None
+) -> tuple[float, float, str]:
+    """Run `python -m module args...` in a child; returns (seconds, its own peak RSS in MB,
+    stdout).
 
     The peak is the child's VmHWM, which it writes as it exits (`_OWN_PEAK`). wait4's ru_maxrss
     would not do: Linux gives a child the peak of the process it was forked from, here the bench,
     which holds a memory and a model by then (a child that peaked at 142 MB showed 553 MB).
     """
-    module, *rest = args[1:]
     with (
         tempfile.TemporaryFile("w+") as out,
         tempfile.TemporaryFile("w+") as err,
@@ -209,7 +210,7 @@ def child(args: list[str], env: dict[str, str] | None = None) -> tuple[float, fl
     ):
         started = time.perf_counter()
         proc = subprocess.Popen(
-            [sys.executable, "-c", _OWN_PEAK, peak.name, module, *rest],
+            [sys.executable, "-c", _OWN_PEAK, peak.name, module, *args],
             stdout=out,
             stderr=err,
             env=env,
@@ -218,7 +219,7 @@ def child(args: list[str], env: dict[str, str] | None = None) -> tuple[float, fl
         seconds = time.perf_counter() - started
         out.seek(0), err.seek(0)
         if proc.returncode:
-            raise RuntimeError(f"{' '.join(args)} failed: {err.read().strip()[-2000:]}")
+            raise RuntimeError(f"{module} {' '.join(args)} failed: {err.read().strip()[-2000:]}")
         return seconds, int(peak.read()) / 1024, out.read()
 
 
@@ -239,10 +240,10 @@ def index_cost(
 ) -> dict[str, float]:
     """Index in a child; `home` None: the memory IRENEO_DATABASE_URL and IRENEO_USER in `env`
     name."""
-    args = ["-m", "ireneo.cli", "index", *_home_args(home), "--json", str(source)]
+    args = ["index", *_home_args(home), "--json", str(source)]
     if model:
         args += ["--model", model]
-    seconds, rss, out = child(args, env)
+    seconds, rss, out = child("ireneo.cli", args, env)
     report = json.loads(out)
     return {
         "index_s": seconds,
@@ -261,8 +262,8 @@ def cold_latency(
     times = []
     for question in questions[:samples]:
         seconds, _, _ = child(
-            ["-m", "ireneo.cli", "recall", *_home_args(home), "--json", "-k", "8", "--"]
-            + [question.short],
+            "ireneo.cli",
+            ["recall", *_home_args(home), "--json", "-k", "8", "--", question.short],
             env,
         )
         times.append(seconds * 1000)
@@ -313,7 +314,7 @@ def run_one(config: Config, lang: str, size: int, scratch: Path, stage: Stage = 
             json.dumps(misses(memory, history.questions), ensure_ascii=False, indent=1)
         )
     stage(f"{name}: latency, memory, time to searchable", None)
-    _, _, out = child(["-m", "ireneo.bench.probe", str(home), str(scratch / "questions.json")])
+    _, _, out = child("ireneo.bench.probe", [str(home), str(scratch / "questions.json")])
     result.perf.update(json.loads(out))
     result.perf["cold_p50_ms"] = cold_latency(home, history.questions, config.cold_samples)
     if config.database_url:
@@ -337,7 +338,7 @@ def postgres_run(
     with Memory(database=config.database_url, user=user, model=config.model) as memory:
         table = accuracy(memory, questions, lambda: None, methods=("ireneo",))
         perf["disk_mb"] = memory.status().disk_bytes / 2**20
-    _, _, out = child(["-m", "ireneo.bench.probe", "-", str(scratch / "questions.json")], env)
+    _, _, out = child("ireneo.bench.probe", ["-", str(scratch / "questions.json")], env)
     perf.update(json.loads(out))
     perf["cold_p50_ms"] = cold_latency(None, questions, config.cold_samples, env)
     return {**perf, **_ireneo_accuracy(table)}
