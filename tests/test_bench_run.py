@@ -10,7 +10,9 @@ from ireneo.cli import main
 def test_bench_writes_tables_json_and_plots(tmp_path):
     out = tmp_path / "results"
     result = CliRunner().invoke(
-        main, ["bench", "--sizes", "60", "--langs", "en", "--questions", "12", "--out", str(out)]
+        main,
+        ["bench", "--sizes", "60", "--langs", "en", "--questions", "12", "--seed", "5"]
+        + ["--out", str(out)],
     )
     assert result.exit_code == 0, result.output
     document = json.loads((out / "latest.json").read_text())
@@ -27,6 +29,8 @@ def test_bench_writes_tables_json_and_plots(tmp_path):
     assert perf["new_found_by_meaning"] == 1.0 and perf["new_keyword_ms"] > 0
     # timed against the reference's fusion, question by question in the same process
     assert perf["reference_p50_ms"] > 0 and perf["warm_vs_reference"] > 0
+    assert document["config"]["seed"] == 5
+    assert "family A, seed 5," in (out / "latest.md").read_text()
     assert "| en | 60 | ireneo | short |" in (out / "latest.md").read_text()
     assert "warm ÷ reference fusion" in (out / "latest.md").read_text()
     assert (out / "accuracy.png").stat().st_size > 10_000 and (

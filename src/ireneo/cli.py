@@ -320,6 +320,13 @@ def reembed(memory: Memory, as_json: bool, target: str) -> None:
     help="Template family: A while tuning, B held out.",
 )
 @click.option("--questions", type=int, help="Questions per size [100].")
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Another number writes other histories and questions: a check on ones not tuned on.",
+)
 @click.option("--model", default=None, help="Embedding model to index with.")
 @click.option(
     "--out",
@@ -353,6 +360,7 @@ def bench(
     langs,
     family: str,
     questions,
+    seed: int,
     model,
     out: Path,
     load,
@@ -373,7 +381,13 @@ def bench(
 
     from ireneo.bench.run import Config, run, save
 
-    overrides = {"family": family, "model": model, "out": out, "database_url": database_url}
+    overrides = {
+        "family": family,
+        "seed": seed,
+        "model": model,
+        "out": out,
+        "database_url": database_url,
+    }
     if sizes:
         overrides["sizes"] = tuple(int(x) for x in sizes.split(","))
     if langs:

@@ -26,7 +26,7 @@ def markdown(document: dict) -> str:
         f"# ireneo bench, {document['started']}",
         "",
         f"Model {document.get('model', '?')}, reranker {document.get('rerank', 'none')}, "
-        f"family {document['config']['family']}, "
+        f"family {document['config']['family']}, seed {document['config'].get('seed', 0)}, "
         f"{document['config']['questions']} questions per size, "
         f"{document['machine']['cores']} cores. hit@k: the answer is in the returned text; "
         "strict@k: a returned turn is from the right conversation.",
