@@ -313,7 +313,11 @@ class _Postings(NamedTuple):
     @classmethod
     def of(cls, layout: PassageLayout) -> _Postings:
         owner = np.repeat(np.arange(len(layout), dtype=np.int32), layout.lengths)
-        order = np.argsort(layout.tokens)  # the order inside a term's postings does not matter
+        # Stable, though the order inside a term's postings does not matter: on term ids numpy's
+        # stable sort is 2-3x faster than its default (85 against 285 ms for the 1.6 million
+        # terms of 10,000 conversations; 18 against 37 ms for 3,000 in Russian), and the first
+        # recall of a process waits for it.
+        order = np.argsort(layout.tokens, kind="stable")
         counts = np.bincount(layout.tokens, minlength=len(layout.vocabulary.names))
         starts = np.concatenate([[0], np.cumsum(counts)])
         return cls(len(layout.tokens), owner[order], starts)
