@@ -61,3 +61,17 @@ def test_extending_leaves_the_index_a_search_already_holds() -> None:
     assert first.nearest(rows[15], 1)[0][0] != 16  # the first index never sees the new rows
     assert second.nearest(rows[15], 1)[0][0] == 16
     assert first.extended([]) is first
+
+
+def test_cosines_of_a_query_are_what_its_search_computed() -> None:
+    rows = unit_rows(5000)
+    index = VectorIndex().extended(enumerate(rows, 1))
+    query, other = rows[7], rows[8]
+    ids = np.arange(1, 5001)
+    before = index.cosines_of(query, ids)  # no search yet: computed from the codes
+    found = index.nearest(query, 10)
+    assert np.array_equal(index.cosines_of(query, ids), before)  # now looked up, to the bit
+    assert all(before[pid - 1] == cosine for pid, cosine in found)
+    index.nearest(other, 10)  # another query's search replaces what is kept
+    assert np.array_equal(index.cosines_of(query, ids), before)
+    assert np.abs(before - rows @ query).max() < 0.01

@@ -24,8 +24,13 @@ _CENTRE_CODE = np.array(_CENTRE, dtype=np.uint8)
 
 
 class VectorIndex:
-    """Unit vectors by passage id, ascending. Never changed once built: a store swaps in a new
-    one as vectors arrive, so a search running meanwhile keeps a consistent view."""
+    """Unit vectors by passage id, ascending. Its vectors never change once built: a store swaps
+    in a new index as vectors arrive, so a search running meanwhile keeps a consistent view.
+
+    A search computes the cosine of every vector with the query; the last query's are kept, so
+    that asking `cosines_of` the same query (a recall does, for its candidate windows) is a
+    lookup instead of a gather over the columns (~0.5 ms at 60,000 vectors).
+    """
 
     def __init__(
         self,
@@ -37,6 +42,7 @@ class VectorIndex:
         # one column per vector: see _nearest_session for why not one row
         self._columns = np.zeros((0, 0), dtype=np.uint8) if codes is None else codes
         self._scales = np.zeros(0, dtype=np.float32) if scales is None else scales
+        self._last_scan: tuple[bytes, np.ndarray] | None = None  # (query, every cosine)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -78,7 +84,7 @@ class VectorIndex:
             mask = self._no_mask
         else:
             mask = np.where(np.isin(self.ids, allowed), 0.0, -np.inf).astype(np.float32)
-        values, positions = _nearest_session().run(
+        values, positions, cosines = _nearest_session().run(
             None,
             {
                 "query": codes,
@@ -90,6 +96,7 @@ class VectorIndex:
                 "limit": np.array([min(limit, len(self.ids))], np.int64),
             },
         )
+        self._last_scan = (query.tobytes(), cosines)
         return [
             (int(self.ids[position]), float(value))
             for position, value in zip(positions.tolist(), values.tolist(), strict=True)
@@ -101,7 +108,8 @@ class VectorIndex:
         return np.zeros(len(self.ids), dtype=np.float32)
 
     def cosines_of(self, query: np.ndarray, passage_ids: np.ndarray) -> np.ndarray:
-        """The cosine of each of `passage_ids`, nan for one without a vector."""
+        """The cosine of each of `passage_ids`, nan for one without a vector: exactly what
+        `nearest` computes for them, the query quantized as there."""
         wanted = np.asarray(passage_ids, dtype=np.int64)
         cosines = np.full(len(wanted), np.nan)
         if len(self.ids) == 0 or not len(wanted):
@@ -109,10 +117,16 @@ class VectorIndex:
         positions = np.minimum(np.searchsorted(self.ids, wanted), len(self.ids) - 1)
         held = self.ids[positions] == wanted
         positions = positions[held]
-        rows = (self._columns[:, positions].T.astype(np.float32) - _CENTRE) * self._scales[
-            positions, None
-        ]
-        cosines[held] = rows @ query
+        last = self._last_scan  # read once: a search on another thread may replace it
+        if last is not None and last[0] == query.tobytes():
+            cosines[held] = last[1][positions]
+            return cosines
+        codes, scale = _quantize(query[None, :])
+        # the graph's steps in its order, so both ways give the same float32 to the bit
+        products = (self._columns[:, positions].T.astype(np.int32) - _CENTRE) @ (
+            codes[0].astype(np.int32) - _CENTRE
+        )
+        cosines[held] = products.astype(np.float32) * self._scales[positions] * scale[0]
         return cosines
 
 
@@ -178,6 +192,7 @@ def _nearest_session():  # noqa: ANN202 - onnxruntime's InferenceSession, import
                 [
                     tensor("values", TensorProto.FLOAT, ["k"]),
                     tensor("indices", TensorProto.INT64, ["k"]),
+                    tensor("cosines", TensorProto.FLOAT, ["n"]),
                 ],
                 initializer=[helper.make_tensor("flat", TensorProto.INT64, [1], [-1])],
             )
