@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ireneo import Memory
+from ireneo.store import sqlite as sqlite_store
 from ireneo.store.base import conversation_digest
 from tests.conftest import conversation, turn_line, write_jsonl
 
@@ -80,6 +81,23 @@ def test_forgetting_a_conversation_leaves_no_byte_of_it_in_the_files(indexed, ho
     hits = indexed.recall("MT-4471 pump bearing", k=3)
     assert {hit.session_id for hit in hits} == {"kept-talk"}
     assert all(MARKER not in hit.text for hit in indexed.recall(MARKER, k=3))
+
+
+def test_a_forgotten_conversation_leaves_no_term_in_the_saved_copies(tmp_path, home, monkeypatch):
+    """The layout saved for the next process (SQLiteStore.save_copies) lists every term: a
+    forget drops it in its own transaction."""
+    monkeypatch.setattr(sqlite_store, "SAVE_AFTER", 1)  # saved as a large memory's are
+    with Memory(home) as memory:
+        memory.index([two_conversations(tmp_path)])
+        db = sqlite3.connect(home / "memory.db")
+        try:
+            saved = db.execute("SELECT data FROM saved_copies WHERE name = 'layout'").fetchone()
+        finally:
+            db.close()
+        assert MARKER.encode() in saved[0]
+        memory.forget("secret-talk", now=NOW)
+        assert occurrences(home, MARKER) == []
+        assert memory.recall("MT-4471 pump bearing", k=1)[0].session_id == "kept-talk"
 
 
 def test_the_term_statistics_keep_no_term_of_a_forgotten_conversation(indexed, home):

@@ -400,6 +400,7 @@ def test_a_memory_written_before_migration_2_opens_and_recalls_the_same(home, tm
         DROP TRIGGER passages_df_ad; DROP TABLE term_df;
         DROP TRIGGER passages_counted_ad; ALTER TABLE corpus DROP COLUMN passage_deletes;
         DROP TRIGGER passages_ai; DROP TRIGGER passages_ad;
+        DROP TRIGGER passages_unsave; DROP TRIGGER vectors_unsave; DROP TABLE saved_copies;
         CREATE VIRTUAL TABLE passages_fts USING fts5(
             terms, content='passages', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
         );

@@ -162,7 +162,8 @@ def embed_pending(store: Store, embedder: Embedder, progress: Progress | None = 
 
     Batches follow passage ids. A passage stored meanwhile under an id already passed (SQLite
     hands out again the ids of the newest rows once they are deleted) waits for the next call,
-    which the write that stored it asks for (server/indexer.py).
+    which the write that stored it asks for (server/indexer.py). The store then saves its
+    in-memory copies for the next process, if enough is new (Store.save_copies).
     """
     total = store.count_pending()
     done = 0
@@ -171,6 +172,7 @@ def embed_pending(store: Store, embedder: Embedder, progress: Progress | None = 
     while True:
         batch = store.pending_passages(EMBED_BATCH, after)
         if not batch:
+            store.save_copies()
             return done
         ids = [pid for pid, _ in batch]
         after = ids[-1]

@@ -195,6 +195,11 @@ class Store(ABC):
     def drop_vectors(self) -> None:
         """Forget every vector (before re-embedding with another model)."""
 
+    @abstractmethod
+    def save_copies(self) -> None:
+        """Save what search holds in RAM (the layout, the vectors' codes) where the next process
+        finds it, when enough is new; called after indexing."""
+
     # -- search candidates --------------------------------------------------------------------
     @abstractmethod
     def term_stats(self, terms: list[str]) -> TermStats:

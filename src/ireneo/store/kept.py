@@ -5,6 +5,9 @@ edited or forgotten turn's). After a deletion the copy is read again whole, so n
 stays in RAM; else only the rows after the last id held are read. Where ids commit out of order
 (PostgreSQL's sequences), a count still off after that read means an older id landed late: the
 copy is read again whole.
+
+A store may also keep a saved copy (store/saved.py): a fresh copy then starts from it, when it
+was saved at the same count of deletions, and reads only the rows after it.
 """
 
 from __future__ import annotations
@@ -26,10 +29,13 @@ C = TypeVar("C", bound=Copy)
 
 class KeptCopy(Generic[C]):
     """`empty()` makes an empty copy; `grow(copy)` returns the copy with the rows after its last
-    id appended."""
+    id appended; `saved(deletes)`, if given, the copy saved at that count of deletions, or None."""
 
-    def __init__(self, empty: Callable[[], C]) -> None:
+    def __init__(
+        self, empty: Callable[[], C], saved: Callable[[int], C | None] | None = None
+    ) -> None:
         self._empty = empty
+        self._saved = saved
         self._copy = empty()
         self._deletes: int | None = None
         self._lock = threading.Lock()
@@ -39,9 +45,16 @@ class KeptCopy(Generic[C]):
         with self._lock:
             count, deletes = counters()
             if deletes != self._deletes:
-                self._copy, self._deletes = self._empty(), deletes
+                start = self._saved(deletes) if self._saved else None
+                self._copy, self._deletes = start or self._empty(), deletes
             if count != len(self._copy):
                 self._copy = grow(self._copy)
                 if len(self._copy) != count:
                     self._copy = grow(self._empty())
             return self._copy
+
+    def state(self) -> tuple[C, int | None]:
+        """The copy as it is, with the count of deletions it reflects (None before the first
+        `current`): a pair read together, for saving."""
+        with self._lock:
+            return self._copy, self._deletes

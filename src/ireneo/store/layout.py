@@ -23,9 +23,14 @@ from typing import NamedTuple
 import numpy as np
 
 from ireneo.store.base import BM25_B, BM25_K1, Filters
+from ireneo.store.saved import pack, unpack
 
 _SEQ_OFFSET = 2**31  # a turn key is conversation * 2**32 + seq + 2**31: seq may be negative
 _ROWS_CHUNK = 4096  # rows read into arrays at once
+
+
+# what a saved layout holds besides its codes and postings (the first six: one value a passage)
+_SAVED_COLUMNS = ("ids", "turn_keys", "ts", "roles", "block_types", "echo", "offsets", "tokens")
 
 
 class PassageRow(NamedTuple):
@@ -55,6 +60,16 @@ class Codes:
             code = self.code[name] = len(self.names)
             self.names.append(name)
         return code
+
+    @classmethod
+    def of_names(cls, names: list[str]) -> Codes:
+        """The codes whose names, in code order, are `names` (as a saved copy lists them)."""
+        codes = cls()
+        codes.names = names
+        codes.code = {name: code for code, name in enumerate(names)}
+        if len(codes.code) != len(names):
+            raise ValueError("a name is listed twice")
+        return codes
 
     def all(self, names: list[str]) -> np.ndarray:
         """The codes of many names (1.5 million words at 10,000 conversations): one call per
@@ -138,6 +153,46 @@ class PassageLayout:
         new._sorted_keys = new.turn_keys[new._by_turn]
         new._postings = self._postings  # still true of the passages it covers
         return new
+
+    def saved(self) -> bytes:
+        """This layout and its postings as bytes (store/saved.py): what `from_saved` reads."""
+        postings = self._current_postings()
+        return pack(
+            {
+                **{column: getattr(self, column) for column in _SAVED_COLUMNS},
+                "sessions": self.sessions.names,
+                "names": self.names.names,
+                "vocabulary": self.vocabulary.names,
+                "postings_passages": postings.passages,
+                "postings_starts": postings.starts,
+                "postings_tokens": np.array(postings.tokens),
+            }
+        )
+
+    @classmethod
+    def from_saved(cls, data: bytes) -> PassageLayout:
+        """The layout `saved` wrote. ValueError for bytes that do not hold one whole."""
+        parts = unpack(data)
+        try:
+            layout = cls()
+            for column in _SAVED_COLUMNS:
+                setattr(layout, column, parts[column])
+            layout.sessions = Codes.of_names(parts["sessions"])
+            layout.names = Codes.of_names(parts["names"])
+            layout.vocabulary = Codes.of_names(parts["vocabulary"])
+            layout._postings = _Postings(
+                int(parts["postings_tokens"]), parts["postings_passages"], parts["postings_starts"]
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"a saved layout lacks {exc}") from exc
+        rows = len(layout.ids)
+        if any(len(getattr(layout, c)) != rows for c in _SAVED_COLUMNS[:6]) or (
+            len(layout.offsets) != rows + 1 or layout.offsets[-1] != len(layout.tokens)
+        ):
+            raise ValueError("a saved layout's columns disagree")
+        layout._by_turn = np.argsort(layout.turn_keys, kind="stable")
+        layout._sorted_keys = layout.turn_keys[layout._by_turn]
+        return layout
 
     def positions(self, passage_ids: Iterable[int]) -> np.ndarray:
         """The positions of those of `passage_ids` that are held, ascending."""

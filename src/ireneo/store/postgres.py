@@ -382,6 +382,10 @@ class PostgresStore(Store):
                 (self.user,),
             )
 
+    def save_copies(self) -> None:
+        """Nothing: the processes that search PostgreSQL are servers, which build their copies
+        once and keep them; the embedded store saves them for short-lived CLI calls."""
+
     # -- search candidates ---------------------------------------------------------------------------
     def term_stats(self, terms: list[str]) -> TermStats:
         with self._transaction() as cur:

@@ -11,14 +11,16 @@ float32 little-endian blobs, one per passage. Explicit memories have an FTS5 ind
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -51,6 +53,13 @@ from ireneo.store.rows import session_ref as _ref
 from ireneo.store.vectors import VectorIndex
 
 DB_NAME = "memory.db"
+# Passages added since the copies were saved before they are saved again (or an eighth of those
+# saved, if more): a fresh process builds a few thousand from their rows in a few hundredths of
+# a second.
+SAVE_AFTER = 2000
+
+log = logging.getLogger("ireneo.store")
+T = TypeVar("T")
 
 
 # Numbered migrations, applied in order and recorded in the `migrations` table.
@@ -243,6 +252,20 @@ MIGRATIONS: list[str] = [
         UPDATE corpus SET passages = passages - 1, terms = terms - old.term_count;
     END;
     """,
+    # 8: the layout and the vectors' codes saved for the next process (SQLiteStore.save_copies).
+    # A deletion drops the saved copy it touches in its own transaction: what is forgotten does
+    # not stay behind in one.
+    """
+    CREATE TABLE saved_copies (
+        name TEXT PRIMARY KEY, rows INTEGER NOT NULL, deletes INTEGER NOT NULL, data BLOB NOT NULL
+    );
+    CREATE TRIGGER passages_unsave AFTER DELETE ON passages BEGIN
+        DELETE FROM saved_copies WHERE name = 'layout';
+    END;
+    CREATE TRIGGER vectors_unsave AFTER DELETE ON vectors BEGIN
+        DELETE FROM saved_copies WHERE name = 'vectors';
+    END;
+    """,
 ]
 
 
@@ -266,8 +289,8 @@ class SQLiteStore(Store):
             if _is_full(exc):
                 raise StorageFull(FULL) from exc
             raise
-        self._vectors_kept = KeptCopy(VectorIndex)
-        self._layout = KeptCopy(PassageLayout)
+        self._vectors_kept = KeptCopy(VectorIndex, self._saved_vectors)
+        self._layout = KeptCopy(PassageLayout, self._saved_layout)
 
     # -- plumbing ---------------------------------------------------------------------------
     def _migrate(self) -> None:
@@ -482,6 +505,47 @@ class SQLiteStore(Store):
 
     def dense_scores(self, query: np.ndarray, passage_ids: np.ndarray) -> np.ndarray:
         return self._vectors().cosines_of(query, passage_ids)
+
+    def save_copies(self) -> None:
+        """Save the layout and the vectors' codes in the file, once the rows added since they
+        were last saved are an eighth of them (and at least SAVE_AFTER)."""
+        copies = (
+            ("layout", self._layout, self._passage_counters, self.layout),
+            ("vectors", self._vectors_kept, self._vector_counters, self._vectors),
+        )
+        for name, kept, counters, current in copies:
+            with self._lock:
+                row = self._db.execute(
+                    "SELECT rows FROM saved_copies WHERE name = ?", (name,)
+                ).fetchone()
+            saved = row[0] if row else 0
+            if counters()[0] - saved < max(SAVE_AFTER, saved // 8):
+                continue
+            current()
+            copy, deletes = kept.state()
+            data = copy.saved()
+            with self._transaction() as db:
+                # a deletion since the copy was made leaves it holding what was deleted
+                if counters()[1] == deletes:
+                    db.execute(
+                        "INSERT OR REPLACE INTO saved_copies VALUES (?, ?, ?, ?)",
+                        (name, len(copy), deletes, data),
+                    )
+
+    def _saved_layout(self, deletes: int) -> PassageLayout | None:
+        data = self._saved_data("layout", deletes)
+        return _read_saved(PassageLayout.from_saved, data, self.path)
+
+    def _saved_vectors(self, deletes: int) -> VectorIndex | None:
+        data = self._saved_data("vectors", deletes)
+        return _read_saved(VectorIndex.from_saved, data, self.path)
+
+    def _saved_data(self, name: str, deletes: int) -> bytes | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT data FROM saved_copies WHERE name = ? AND deletes = ?", (name, deletes)
+            ).fetchone()
+        return row[0] if row else None
 
     def _vectors(self) -> VectorIndex:
         """The in-memory copy of all vectors, sorted by passage id, brought up to date."""
@@ -875,6 +939,18 @@ def _optimize_memories_fts(db: sqlite3.Connection) -> None:
     """Merge the explicit memories' full-text index into one segment. An FTS5 delete only adds a
     tombstone; the deleted terms stay in the older segments until they are merged away."""
     db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
+
+
+def _read_saved(read: Callable[[bytes], T], data: bytes | None, path: Path) -> T | None:
+    """A saved copy, or None when there is none or it cannot be read (the copy is then built
+    from the rows, as it would be without one)."""
+    if data is None:
+        return None
+    try:
+        return read(data)
+    except ValueError as exc:
+        log.warning("%s: a saved copy is unreadable, built from the rows instead (%s)", path, exc)
+        return None
 
 
 class _Transaction:

@@ -17,6 +17,7 @@ from itertools import islice
 import numpy as np
 
 from ireneo.env import usable_cores
+from ireneo.store.saved import pack, unpack
 
 _QUANTIZE_ROWS = 4096
 _CENTRE = 128  # codes are stored as uint8, value + 128; the product takes the 128 back out
@@ -72,6 +73,28 @@ class VectorIndex:
         if not len(self.ids):  # an empty index's codes have no height yet
             codes = codes[1:]
         return VectorIndex(np.concatenate(ids), np.hstack(codes), np.concatenate(scales))
+
+    def saved(self) -> bytes:
+        """This index as bytes (store/saved.py): what `from_saved` reads."""
+        return pack({"ids": self.ids, "codes": self._columns, "scales": self._scales})
+
+    @classmethod
+    def from_saved(cls, data: bytes) -> VectorIndex:
+        """The index `saved` wrote. ValueError for bytes that do not hold one whole."""
+        parts = unpack(data)
+        try:
+            ids, codes, scales = parts["ids"], parts["codes"], parts["scales"]
+        except KeyError as exc:
+            raise ValueError(f"a saved vector index lacks {exc}") from exc
+        if not (
+            isinstance(codes, np.ndarray)
+            and codes.dtype == np.uint8
+            and codes.ndim == 2
+            and codes.flags.c_contiguous
+            and len(ids) == len(scales) == codes.shape[1]
+        ):
+            raise ValueError("a saved vector index's parts disagree")
+        return cls(ids, codes, scales)
 
     def nearest(
         self, query: np.ndarray, limit: int, allowed: np.ndarray | None = None

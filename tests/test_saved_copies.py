@@ -1,0 +1,188 @@
+"""The layout and the vectors' codes saved in an embedded memory's file (store/saved.py), so that
+a fresh process reads them instead of every row: read back as they were, used only while no
+deletion has happened since, never saved holding what a deletion removed, and rebuilt from the
+rows when unreadable."""
+
+from __future__ import annotations
+
+import io
+import logging
+import sqlite3
+
+import numpy as np
+import pytest
+
+from ireneo import Memory
+from ireneo.formats import funes_jsonl
+from ireneo.store import Filters
+from ireneo.store import sqlite as sqlite_store
+from ireneo.store.layout import PassageLayout, PassageRow
+from ireneo.store.vectors import VectorIndex
+from tests.conftest import conversation, turn_line, write_jsonl
+
+
+def saved_rows(home) -> dict[str, int]:
+    with sqlite3.connect(home / "memory.db") as db:
+        return dict(db.execute("SELECT name, rows FROM saved_copies"))
+
+
+def saved_deletes(home) -> dict[str, int]:
+    """The count of deletions each saved copy was made at."""
+    with sqlite3.connect(home / "memory.db") as db:
+        return dict(db.execute("SELECT name, deletes FROM saved_copies"))
+
+
+def recalled(memory: Memory, query: str) -> list[dict]:
+    return [hit.to_dict() for hit in memory.recall(query, k=8)]
+
+
+def add_turns(memory: Memory, path, session: str, texts: list[str]) -> None:
+    lines = [turn_line(session, i, text) for i, text in enumerate(texts)]
+    memory.store_turns(funes_jsonl.read_file(write_jsonl(path / f"{session}.funes.jsonl", lines)))
+
+
+@pytest.fixture
+def save_early(monkeypatch):
+    """Copies saved from the first passages on, as a memory of thousands saves them."""
+    monkeypatch.setattr(sqlite_store, "SAVE_AFTER", 1)
+
+
+def test_a_layout_and_a_vector_index_read_back_as_they_were_saved() -> None:
+    rows = [
+        PassageRow(i + 1, f"s{i // 3}", i % 3, 1_700_000_000 + i, "user", "text", terms, i == 4)
+        for i, terms in enumerate(
+            ["pump seal leak", "mt4471 open", "", "seal report", "lunch", "pump p 003"]
+        )
+    ]
+    layout = PassageLayout().extended(rows)
+    layout.bm25(layout.term_ids(["pump"]), np.ones(1), 2.0, 5, Filters())  # builds postings
+    read = PassageLayout.from_saved(layout.saved())
+    for column in ("ids", "turn_keys", "ts", "roles", "block_types", "echo", "offsets", "tokens"):
+        assert np.array_equal(getattr(read, column), getattr(layout, column)), column
+    assert read.vocabulary.names == layout.vocabulary.names
+    assert read.turns(read.turn_keys) == layout.turns(layout.turn_keys)
+    words = ["pump", "seal", "mt4471"]
+    weights = np.array([1.0, 2.0, 3.0])
+    assert np.array_equal(
+        read.bm25(read.term_ids(words), weights, 2.0, 5, Filters()),
+        layout.bm25(layout.term_ids(words), weights, 2.0, 5, Filters()),
+    )
+    grown = read.extended([PassageRow(9, "s9", 0, 1_700_000_100, "user", "text", "pump", False)])
+    found = grown.bm25(grown.term_ids(["pump"]), np.ones(1), 2.0, 5, Filters())
+    assert 9 in grown.ids[found].tolist()
+
+    vectors = np.random.default_rng(7).standard_normal((50, 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index = VectorIndex().extended(zip(range(1, 51), vectors, strict=True))
+    again = VectorIndex.from_saved(index.saved())
+    assert again.nearest(vectors[3], 5) == index.nearest(vectors[3], 5)
+    assert again.cosines_of(vectors[9], np.arange(1, 51)).tolist() == (
+        index.cosines_of(vectors[9], np.arange(1, 51)).tolist()
+    )
+
+
+@pytest.mark.parametrize("kind", [PassageLayout, VectorIndex])
+def test_bytes_that_hold_no_saved_copy_are_refused(kind) -> None:
+    partial = io.BytesIO()
+    np.savez(partial, ids=np.arange(3))
+    for data in (b"", b"not a copy", partial.getvalue()):
+        with pytest.raises(ValueError):
+            kind.from_saved(data)
+
+
+def test_a_fresh_process_starts_from_the_saved_copies_and_reads_only_newer_rows(
+    home, tmp_path, save_early, monkeypatch
+):
+    with Memory(home) as memory:
+        memory.index(
+            [conversation(tmp_path / "a", "pumps", ["the seal on P-003 leaks", "MT-4471"])]
+        )
+        assert saved_rows(home) == {"layout": 2, "vectors": 2}
+        add_turns(memory, tmp_path / "b", "lunch", ["lunch at the canteen on Friday"])
+
+    read_after = []
+    original = sqlite_store.SQLiteStore._passage_rows
+
+    def passage_rows(self, after):
+        read_after.append(after)
+        return original(self, after)
+
+    monkeypatch.setattr(sqlite_store.SQLiteStore, "_passage_rows", passage_rows)
+    with Memory(home) as memory:
+        from_copies = [recalled(memory, "P-003 seal"), recalled(memory, "canteen lunch")]
+        assert from_copies[1][0]["session_id"] == "lunch"  # stored after the copy was saved
+        assert read_after == [2]  # the rows after the copy's last passage, not all
+    with sqlite3.connect(home / "memory.db") as db:
+        db.execute("DELETE FROM saved_copies")
+    with Memory(home) as memory:
+        assert [recalled(memory, "P-003 seal"), recalled(memory, "canteen lunch")] == from_copies
+    assert read_after == [2, 0]
+
+
+def test_copies_are_saved_again_once_an_eighth_of_them_is_new(home, tmp_path, monkeypatch):
+    monkeypatch.setattr(sqlite_store, "SAVE_AFTER", 4)
+    with Memory(home) as memory:
+        add_turns(memory, tmp_path, "one", ["first", "second", "third"])
+        memory.embed_pending()
+        assert saved_rows(home) == {}  # fewer than SAVE_AFTER: read from the rows
+        add_turns(memory, tmp_path, "two", ["fourth", "fifth"])
+        memory.embed_pending()
+        assert saved_rows(home) == {"layout": 5, "vectors": 5}
+        add_turns(memory, tmp_path, "three", ["sixth"])
+        memory.embed_pending()
+        assert saved_rows(home) == {"layout": 5, "vectors": 5}
+        add_turns(memory, tmp_path, "four", ["seventh", "eighth", "ninth", "tenth"])
+        memory.embed_pending()
+        assert saved_rows(home) == {"layout": 10, "vectors": 10}
+
+
+def test_a_deletion_drops_the_saved_copy_it_touches(home, tmp_path, save_early):
+    with Memory(home) as memory:
+        memory.index(
+            [conversation(tmp_path / "a", "pumps", ["the seal on P-003 leaks", "MT-4471"])]
+        )
+        memory.index([conversation(tmp_path / "b", "lunch", ["lunch at the canteen"])])
+        assert saved_rows(home) == {"layout": 3, "vectors": 3}
+        memory.forget("lunch")
+        assert saved_rows(home) == {}
+        assert all(hit.session_id == "pumps" for hit in memory.recall("canteen lunch"))
+
+        memory.index([conversation(tmp_path / "c", "fans", ["fan FN-2 is noisy"])])
+        assert saved_rows(home) == {"layout": 3, "vectors": 3}
+        before = saved_deletes(home)
+        memory.reembed("minilm-l6-v2-q8")
+        after = saved_deletes(home)  # the vectors' copy dropped, and saved again once re-embedded
+        assert after["layout"] == before["layout"] and after["vectors"] == before["vectors"] + 3
+
+
+def test_a_copy_made_before_a_deletion_is_not_saved(home, tmp_path, save_early, monkeypatch):
+    """A forget that lands between building a copy and writing it: the copy holds what was
+    forgotten, so it is not written."""
+    with Memory(home) as memory:
+        add_turns(memory, tmp_path, "pumps", ["the seal on P-003 leaks"])
+        add_turns(memory, tmp_path, "secret", ["the code word is zqvmarker7731"])
+        original = PassageLayout.saved
+
+        def saved_while_forgetting(layout):
+            data = original(layout)
+            memory.forget("secret")
+            return data
+
+        monkeypatch.setattr(PassageLayout, "saved", saved_while_forgetting)
+        memory.embed_pending()
+        assert "layout" not in saved_rows(home)
+    with Memory(home) as memory:
+        assert "zqvmarker7731" not in memory.store.layout().vocabulary.code
+
+
+def test_an_unreadable_saved_copy_is_built_from_the_rows(home, tmp_path, save_early, caplog):
+    with Memory(home) as memory:
+        memory.index(
+            [conversation(tmp_path / "a", "pumps", ["the seal on P-003 leaks", "MT-4471"])]
+        )
+        expected = recalled(memory, "P-003 seal")
+    with sqlite3.connect(home / "memory.db") as db:
+        db.execute("UPDATE saved_copies SET data = x'00ff'")
+    with caplog.at_level(logging.WARNING, logger="ireneo.store"), Memory(home) as memory:
+        assert recalled(memory, "P-003 seal") == expected
+    assert "a saved copy is unreadable" in caplog.text
