@@ -136,6 +136,18 @@ def test_copies_are_saved_again_once_an_eighth_of_them_is_new(home, tmp_path, mo
         assert saved_rows(home) == {"layout": 10, "vectors": 10}
 
 
+def test_a_memory_without_saved_copies_gets_them_at_its_next_index(home, tmp_path, monkeypatch):
+    """A memory indexed before copies were saved (or below the threshold then): indexing its
+    unchanged files again embeds nothing, and saves them."""
+    source = conversation(tmp_path / "a", "pumps", ["the seal on P-003 leaks", "MT-4471"])
+    with Memory(home) as memory:
+        memory.index([source])
+        assert saved_rows(home) == {}
+        monkeypatch.setattr(sqlite_store, "SAVE_AFTER", 1)
+        assert memory.index([source]).embedded == 0
+        assert saved_rows(home) == {"layout": 2, "vectors": 2}
+
+
 def test_a_deletion_drops_the_saved_copy_it_touches(home, tmp_path, save_early):
     with Memory(home) as memory:
         memory.index(

@@ -152,6 +152,7 @@ class Memory:
     def embed_pending(self, progress: indexing.Progress | None = None) -> int:
         """Embed whatever is stored but has no vector yet."""
         if not self.store.count_pending():
+            self.store.save_copies()  # a memory indexed before copies were saved gets them
             return 0
         embedder = self.embedder
         if self.store.get_meta("model") is None:

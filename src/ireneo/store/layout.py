@@ -154,7 +154,7 @@ class PassageLayout:
         new._postings = self._postings  # still true of the passages it covers
         return new
 
-    def saved(self) -> bytes:
+    def saved(self) -> memoryview:
         """This layout and its postings as bytes (store/saved.py): what `from_saved` reads."""
         postings = self._current_postings()
         return pack(
@@ -170,7 +170,7 @@ class PassageLayout:
         )
 
     @classmethod
-    def from_saved(cls, data: bytes) -> PassageLayout:
+    def from_saved(cls, data: bytes | memoryview) -> PassageLayout:
         """The layout `saved` wrote. ValueError for bytes that do not hold one whole."""
         parts = unpack(data)
         try:

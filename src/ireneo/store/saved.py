@@ -18,8 +18,9 @@ import numpy as np
 _STRINGS = ".strings"  # the suffix of a part that is a list of strings
 
 
-def pack(parts: dict[str, np.ndarray | list[str]]) -> bytes:
-    """Arrays and lists of strings as one blob."""
+def pack(parts: dict[str, np.ndarray | list[str]]) -> memoryview:
+    """Arrays and lists of strings as one blob (a view of the bytes written: not copied again,
+    at 10,000 conversations a copy is 16 MB for the layout and 24 MB for the vectors)."""
     arrays = {}
     for name, part in parts.items():
         if isinstance(part, list):
@@ -29,10 +30,10 @@ def pack(parts: dict[str, np.ndarray | list[str]]) -> bytes:
             arrays[name] = part
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
-    return buffer.getvalue()
+    return buffer.getbuffer()
 
 
-def unpack(data: bytes) -> dict[str, np.ndarray | list[str]]:
+def unpack(data: bytes | memoryview) -> dict[str, np.ndarray | list[str]]:
     """What `pack` was given. ValueError for bytes it did not write."""
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as saved:

@@ -522,15 +522,23 @@ class SQLiteStore(Store):
             if counters()[0] - saved < max(SAVE_AFTER, saved // 8):
                 continue
             current()
-            copy, deletes = kept.state()
-            data = copy.saved()
-            with self._transaction() as db:
-                # a deletion since the copy was made leaves it holding what was deleted
-                if counters()[1] == deletes:
-                    db.execute(
-                        "INSERT OR REPLACE INTO saved_copies VALUES (?, ?, ?, ?)",
-                        (name, len(copy), deletes, data),
-                    )
+            self._save_copy(name, *kept.state(), counters)
+
+    def _save_copy(
+        self,
+        name: str,
+        copy: PassageLayout | VectorIndex,
+        deletes: int | None,
+        counters: Callable[[], tuple[int, int]],
+    ) -> None:
+        data = copy.saved()  # held only until written: both at once would raise the peak
+        with self._transaction() as db:
+            # a deletion since the copy was made leaves it holding what was deleted
+            if counters()[1] == deletes:
+                db.execute(
+                    "INSERT OR REPLACE INTO saved_copies VALUES (?, ?, ?, ?)",
+                    (name, len(copy), deletes, data),
+                )
 
     def _saved_layout(self, deletes: int) -> PassageLayout | None:
         data = self._saved_data("layout", deletes)

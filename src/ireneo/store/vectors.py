@@ -74,12 +74,12 @@ class VectorIndex:
             codes = codes[1:]
         return VectorIndex(np.concatenate(ids), np.hstack(codes), np.concatenate(scales))
 
-    def saved(self) -> bytes:
+    def saved(self) -> memoryview:
         """This index as bytes (store/saved.py): what `from_saved` reads."""
         return pack({"ids": self.ids, "codes": self._columns, "scales": self._scales})
 
     @classmethod
-    def from_saved(cls, data: bytes) -> VectorIndex:
+    def from_saved(cls, data: bytes | memoryview) -> VectorIndex:
         """The index `saved` wrote. ValueError for bytes that do not hold one whole."""
         parts = unpack(data)
         try:
