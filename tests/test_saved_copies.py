@@ -198,3 +198,23 @@ def test_an_unreadable_saved_copy_is_built_from_the_rows(home, tmp_path, save_ea
     with caplog.at_level(logging.WARNING, logger="ireneo.store"), Memory(home) as memory:
         assert recalled(memory, "P-003 seal") == expected
     assert "a saved copy is unreadable" in caplog.text
+
+
+def test_a_full_disk_leaves_the_copies_unsaved_and_indexing_unharmed(
+    home, tmp_path, monkeypatch, caplog
+):
+    texts = [f"the seal on pump P-{i:03d} leaks, ticket MT-{4400 + i}" for i in range(40)]
+    with Memory(home) as memory:
+        memory.index([conversation(tmp_path / "a", "pumps", texts)])  # copies of several pages
+        db = memory.store._db
+        db.execute("VACUUM")  # no free page left to take the copies either
+        db.execute(f"PRAGMA max_page_count = {db.execute('PRAGMA page_count').fetchone()[0]}")
+        monkeypatch.setattr(sqlite_store, "SAVE_AFTER", 1)
+        with caplog.at_level(logging.WARNING, logger="ireneo.store"):
+            assert memory.embed_pending() == 0
+        assert "the disk is full" in caplog.text
+        assert saved_rows(home) == {}
+        assert memory.recall("P-003 seal", k=1)[0].session_id == "pumps"
+        db.execute("PRAGMA max_page_count = 1073741823")
+        memory.embed_pending()
+        assert saved_rows(home) == {"layout": 40, "vectors": 40}

@@ -508,7 +508,8 @@ class SQLiteStore(Store):
 
     def save_copies(self) -> None:
         """Save the layout and the vectors' codes in the file, once the rows added since they
-        were last saved are an eighth of them (and at least SAVE_AFTER)."""
+        were last saved are an eighth of them (and at least SAVE_AFTER). A full disk leaves them
+        unsaved, and indexing unharmed."""
         copies = (
             ("layout", self._layout, self._passage_counters, self.layout),
             ("vectors", self._vectors_kept, self._vector_counters, self._vectors),
@@ -522,7 +523,11 @@ class SQLiteStore(Store):
             if counters()[0] - saved < max(SAVE_AFTER, saved // 8):
                 continue
             current()
-            self._save_copy(name, *kept.state(), counters)
+            try:
+                self._save_copy(name, *kept.state(), counters)
+            except StorageFull:  # they only spare the next process some work
+                log.warning("%s: the disk is full, so search's copies were not saved", self.path)
+                return
 
     def _save_copy(
         self,
