@@ -19,7 +19,8 @@ COPY src ./src
 COPY examples ./examples
 RUN pip install --no-cache-dir . \
  && ireneo --help > /dev/null \
- && python -c "from ireneo.embed import load_embedder; load_embedder().embed_query('warm up')"
+ && python -c "from ireneo.embed import load_embedder; from ireneo.store.vectors import VectorIndex; \
+v = load_embedder().embed_query('warm up'); VectorIndex().extended([(1, v)]).nearest(v, 1)"
 
 RUN useradd --uid 10001 --create-home --shell /usr/sbin/nologin app \
  && mkdir -p /data \

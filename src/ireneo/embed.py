@@ -30,7 +30,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from ireneo.env import usable_cores
+from ireneo.env import model_cache, usable_cores
 from ireneo.errors import UnknownModel
 from ireneo.fuse import fuse_layers
 
@@ -588,7 +588,7 @@ def _quantized(model_file: Path, heads: int) -> Path:
     stat = model_file.stat()
     source = f"{model_file.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
     key = hashlib.sha256(f"{source}:{ort.__version__}:{_BUILD}".encode()).hexdigest()[:16]
-    target = _model_cache() / f"{model_file.stem}-q8-{key}.onnx"
+    target = model_cache() / f"{model_file.stem}-q8-{key}.onnx"
     if target.is_file():
         return target
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -614,14 +614,6 @@ def _quantized(model_file: Path, heads: int) -> Path:
         if target.parent != work:
             shutil.rmtree(work, ignore_errors=True)
     return target
-
-
-def _model_cache() -> Path:
-    """$IRENEO_MODEL_CACHE, else ireneo/models under $XDG_CACHE_HOME (~/.cache)."""
-    if os.environ.get("IRENEO_MODEL_CACHE"):
-        return Path(os.environ["IRENEO_MODEL_CACHE"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "ireneo" / "models"
 
 
 # --------------------------------------------------------------------------- USE

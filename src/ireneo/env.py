@@ -43,3 +43,12 @@ def usable_cores() -> int:
     except (OSError, ValueError):
         pass
     return cores
+
+
+def model_cache() -> Path:
+    """Where models built at first use are kept: $IRENEO_MODEL_CACHE, else ireneo/models under
+    $XDG_CACHE_HOME (~/.cache)."""
+    if os.environ.get("IRENEO_MODEL_CACHE"):
+        return Path(os.environ["IRENEO_MODEL_CACHE"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "ireneo" / "models"

@@ -10,13 +10,17 @@ on the benchmark's 10,000-conversation history: the top 40 agree to 99.6%).
 from __future__ import annotations
 
 import functools
+import hashlib
+import os
+import tempfile
 import threading
 from collections.abc import Iterable
 from itertools import islice
+from pathlib import Path
 
 import numpy as np
 
-from ireneo.env import usable_cores
+from ireneo.env import model_cache, usable_cores
 from ireneo.store.saved import pack, unpack
 
 _QUANTIZE_ROWS = 4096
@@ -183,49 +187,73 @@ def _nearest_session():  # noqa: ANN202 - onnxruntime's InferenceSession, import
     with _session_lock:
         if _session is None:
             import onnxruntime as ort
-            from onnx import TensorProto, helper
 
-            def tensor(name: str, kind: int, shape: list) -> object:
-                return helper.make_tensor_value_info(name, kind, shape)
-
-            graph = helper.make_graph(
-                [
-                    helper.make_node(
-                        "MatMulInteger", ["query", "columns", "centre", "centre"], ["products"]
-                    ),
-                    # one value a vector, shaped [n] as `scales` and `mask` are
-                    helper.make_node("Reshape", ["products", "flat"], ["vector_products"]),
-                    # exact in float32 up to 512 dimensions (|product| < 512 * 128 * 128 < 2^24)
-                    helper.make_node("Cast", ["vector_products"], ["exact"], to=TensorProto.FLOAT),
-                    helper.make_node("Mul", ["exact", "scales"], ["scaled"]),
-                    helper.make_node("Mul", ["scaled", "query_scale"], ["cosines"]),
-                    helper.make_node("Add", ["cosines", "mask"], ["allowed"]),
-                    helper.make_node("TopK", ["allowed", "limit"], ["values", "indices"]),
-                ],
-                "nearest",
-                [
-                    tensor("query", TensorProto.UINT8, [1, "d"]),
-                    tensor("columns", TensorProto.UINT8, ["d", "n"]),
-                    tensor("centre", TensorProto.UINT8, []),
-                    tensor("scales", TensorProto.FLOAT, ["n"]),
-                    tensor("query_scale", TensorProto.FLOAT, [1]),
-                    tensor("mask", TensorProto.FLOAT, ["n"]),
-                    tensor("limit", TensorProto.INT64, [1]),
-                ],
-                [
-                    tensor("values", TensorProto.FLOAT, ["k"]),
-                    tensor("indices", TensorProto.INT64, ["k"]),
-                    tensor("cosines", TensorProto.FLOAT, ["n"]),
-                ],
-                initializer=[helper.make_tensor("flat", TensorProto.INT64, [1], [-1])],
-            )
-            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-            model.ir_version = 8  # readable by every onnxruntime ireneo supports
             options = ort.SessionOptions()
             options.intra_op_num_threads = usable_cores()
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             options.log_severity_level = 3
             _session = ort.InferenceSession(
-                model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+                _nearest_graph(), options, providers=["CPUExecutionProvider"]
             )
         return _session
+
+
+def _nearest_graph() -> str | bytes:
+    """The graph of `_nearest_session`: a file in the model cache, written the first time.
+
+    Building it takes the onnx package, whose import is ~45 ms of every fresh process's first
+    recall; onnxruntime reads the file without it. The file's name carries a digest of this
+    module, so a changed graph is built again. Where the cache cannot be written, the graph's
+    bytes are used as they are.
+    """
+    digest = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    path = model_cache() / f"nearest-{digest}.onnx"
+    if path.is_file():
+        return str(path)
+    from onnx import TensorProto, helper
+
+    def tensor(name: str, kind: int, shape: list) -> object:
+        return helper.make_tensor_value_info(name, kind, shape)
+
+    graph = helper.make_graph(
+        [
+            helper.make_node(
+                "MatMulInteger", ["query", "columns", "centre", "centre"], ["products"]
+            ),
+            # one value a vector, shaped [n] as `scales` and `mask` are
+            helper.make_node("Reshape", ["products", "flat"], ["vector_products"]),
+            # exact in float32 up to 512 dimensions (|product| < 512 * 128 * 128 < 2^24)
+            helper.make_node("Cast", ["vector_products"], ["exact"], to=TensorProto.FLOAT),
+            helper.make_node("Mul", ["exact", "scales"], ["scaled"]),
+            helper.make_node("Mul", ["scaled", "query_scale"], ["cosines"]),
+            helper.make_node("Add", ["cosines", "mask"], ["allowed"]),
+            helper.make_node("TopK", ["allowed", "limit"], ["values", "indices"]),
+        ],
+        "nearest",
+        [
+            tensor("query", TensorProto.UINT8, [1, "d"]),
+            tensor("columns", TensorProto.UINT8, ["d", "n"]),
+            tensor("centre", TensorProto.UINT8, []),
+            tensor("scales", TensorProto.FLOAT, ["n"]),
+            tensor("query_scale", TensorProto.FLOAT, [1]),
+            tensor("mask", TensorProto.FLOAT, ["n"]),
+            tensor("limit", TensorProto.INT64, [1]),
+        ],
+        [
+            tensor("values", TensorProto.FLOAT, ["k"]),
+            tensor("indices", TensorProto.INT64, ["k"]),
+            tensor("cosines", TensorProto.FLOAT, ["n"]),
+        ],
+        initializer=[helper.make_tensor("flat", TensorProto.INT64, [1], [-1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8  # readable by every onnxruntime ireneo supports
+    data = model.SerializeToString()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as out:
+            out.write(data)
+        os.replace(out.name, path)  # atomic: a concurrent process writes the same bytes
+    except OSError:
+        pass  # a read-only cache: build it in every process
+    return data
