@@ -546,19 +546,33 @@ class SQLiteStore(Store):
                 )
 
     def _saved_layout(self, deletes: int) -> PassageLayout | None:
-        data = self._saved_data("layout", deletes)
-        return _read_saved(PassageLayout.from_saved, data, self.path)
+        return self._read_saved("layout", PassageLayout.from_saved, deletes)
 
     def _saved_vectors(self, deletes: int) -> VectorIndex | None:
-        data = self._saved_data("vectors", deletes)
-        return _read_saved(VectorIndex.from_saved, data, self.path)
+        return self._read_saved("vectors", VectorIndex.from_saved, deletes)
 
-    def _saved_data(self, name: str, deletes: int) -> bytes | None:
+    def _read_saved(self, name: str, read: Callable[[bytes], T], deletes: int) -> T | None:
+        """The copy saved under `name` at `deletes` deletions, or None. One that cannot be read
+        (damaged, or written by another version) is dropped, so the next index saves it again;
+        until then the copy is built from the rows, as without one."""
         with self._lock:
             row = self._db.execute(
                 "SELECT data FROM saved_copies WHERE name = ? AND deletes = ?", (name, deletes)
             ).fetchone()
-        return row[0] if row else None
+        if row is None:
+            return None
+        try:
+            return read(row[0])
+        except ValueError as exc:
+            log.warning(
+                "%s: the saved %s is unreadable, built from the rows (%s)", self.path, name, exc
+            )
+        try:
+            with self._transaction() as db:
+                db.execute("DELETE FROM saved_copies WHERE name = ?", (name,))
+        except (sqlite3.Error, StorageFull):
+            pass  # it stays unread, and is replaced when saved again
+        return None
 
     def _vectors(self) -> VectorIndex:
         """The in-memory copy of all vectors, sorted by passage id, brought up to date."""
@@ -952,18 +966,6 @@ def _optimize_memories_fts(db: sqlite3.Connection) -> None:
     """Merge the explicit memories' full-text index into one segment. An FTS5 delete only adds a
     tombstone; the deleted terms stay in the older segments until they are merged away."""
     db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
-
-
-def _read_saved(read: Callable[[bytes], T], data: bytes | None, path: Path) -> T | None:
-    """A saved copy, or None when there is none or it cannot be read (the copy is then built
-    from the rows, as it would be without one)."""
-    if data is None:
-        return None
-    try:
-        return read(data)
-    except ValueError as exc:
-        log.warning("%s: a saved copy is unreadable, built from the rows instead (%s)", path, exc)
-        return None
 
 
 class _Transaction:

@@ -91,10 +91,12 @@ class VectorIndex:
         except KeyError as exc:
             raise ValueError(f"a saved vector index lacks {exc}") from exc
         if not (
-            isinstance(codes, np.ndarray)
+            all(isinstance(part, np.ndarray) for part in (ids, codes, scales))
             and codes.dtype == np.uint8
             and codes.ndim == 2
             and codes.flags.c_contiguous
+            and ids.dtype == np.int64
+            and scales.dtype == np.float32
             and len(ids) == len(scales) == codes.shape[1]
         ):
             raise ValueError("a saved vector index's parts disagree")
