@@ -8,8 +8,9 @@ passage, terms as ids), it is a few searchsorted and bincount calls.
 The keyword candidates come from here too: BM25 over postings (each term's passages) built from
 the same ids, ~0.5 ms a query where FTS5's bm25() ordering took 3-5 ms (it scores every row that
 matches; the rarer terms of a query still match ~2,000 rows at 60,000 passages).
-At 60,000 passages of 26 terms it is ~18 MB; it is read once per process (~0.4 s at that size,
-the postings ~0.1 s more) and then extended as passages arrive, like the vectors (store/kept.py).
+At 60,000 passages of 26 terms it is ~18 MB; it is read once per process (~0.4 s at that size
+from the rows, the postings ~0.1 s more; ~0.05 s for both from a saved copy, `saved`) and then
+extended as passages arrive, like the vectors (store/kept.py).
 """
 
 from __future__ import annotations

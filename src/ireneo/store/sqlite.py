@@ -4,8 +4,9 @@ Turns, passages with their terms, BM25's statistics and the vectors live in the 
 transaction keeps them consistent: a memory killed mid-write reopens with whole turns or none.
 Search reads copies kept in memory of where each passage sits and its terms (store/layout.py,
 whose postings give the BM25 candidates) and of the vectors (store/vectors.py: exact dense
-search); both are brought up to date from counters kept by triggers. Vectors are stored as
-float32 little-endian blobs, one per passage. Explicit memories have an FTS5 index of their own.
+search); both are brought up to date from counters kept by triggers, and saved in the file after
+indexing, so a fresh process starts from them (`save_copies`). Vectors are stored as float32
+little-endian blobs, one per passage. Explicit memories have an FTS5 index of their own.
 """
 
 from __future__ import annotations
