@@ -17,6 +17,7 @@ from ireneo.formats import funes_jsonl
 from ireneo.store import Filters
 from ireneo.store import sqlite as sqlite_store
 from ireneo.store.layout import PassageLayout, PassageRow
+from ireneo.store.sqlite import WAL_LIMIT
 from ireneo.store.vectors import VectorIndex
 from tests.conftest import conversation, turn_line, write_jsonl
 
@@ -221,3 +222,17 @@ def test_a_full_disk_leaves_the_copies_unsaved_and_indexing_unharmed(
         db.execute("PRAGMA max_page_count = 1073741823")
         memory.embed_pending()
         assert saved_rows(home) == {"layout": 40, "vectors": 40}
+
+
+def test_a_large_write_does_not_leave_the_write_ahead_log_at_its_size(home):
+    """A saved copy is tens of MB in a large memory; a server keeps the memory open for long."""
+    wal = home / "memory.db-wal"
+    with Memory(home) as memory:
+        with memory.store._transaction() as db:
+            db.execute(
+                "INSERT INTO saved_copies VALUES ('layout', 1, -1, ?)", (bytes(3 * WAL_LIMIT),)
+            )
+        assert wal.stat().st_size > 3 * WAL_LIMIT
+        memory.store.set_meta("after", "one")  # a checkpoint ran: this write starts the log over
+        memory.store.set_meta("after", "two")
+        assert wal.stat().st_size <= WAL_LIMIT
