@@ -1,7 +1,8 @@
 """The layout and the vectors' codes saved in an embedded memory's file (store/saved.py), so that
 a fresh process reads them instead of every row: read back as they were, used only while no
 deletion has happened since, never saved holding what a deletion removed, and rebuilt from the
-rows when unreadable."""
+rows when unreadable. Their size (tens of MB in a large memory) does not stay in the write-ahead
+log either."""
 
 from __future__ import annotations
 
