@@ -150,8 +150,7 @@ class PassageLayout:
         new.echo = np.concatenate([self.echo, echo])
         new.offsets = np.concatenate([self.offsets, self.offsets[-1] + np.cumsum(counts)])
         new.tokens = np.concatenate([self.tokens, tokens])
-        new._by_turn = np.argsort(new.turn_keys, kind="stable")
-        new._sorted_keys = new.turn_keys[new._by_turn]
+        new._order_turns()
         new._postings = self._postings  # still true of the passages it covers
         return new
 
@@ -191,9 +190,13 @@ class PassageLayout:
             len(layout.offsets) != rows + 1 or layout.offsets[-1] != len(layout.tokens)
         ):
             raise ValueError("a saved layout's columns disagree")
-        layout._by_turn = np.argsort(layout.turn_keys, kind="stable")
-        layout._sorted_keys = layout.turn_keys[layout._by_turn]
+        layout._order_turns()
         return layout
+
+    def _order_turns(self) -> None:
+        """The positions ordered by turn key, and the keys in that order (for `near`)."""
+        self._by_turn = np.argsort(self.turn_keys, kind="stable")
+        self._sorted_keys = self.turn_keys[self._by_turn]
 
     def positions(self, passage_ids: Iterable[int]) -> np.ndarray:
         """The positions of those of `passage_ids` that are held, ascending."""
