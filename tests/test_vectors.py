@@ -89,6 +89,7 @@ def test_the_search_graph_is_built_once_into_the_model_cache(tmp_path, monkeypat
     assert isinstance(built, bytes)
     cached = vectors._nearest_graph()
     assert isinstance(cached, str) and Path(cached).read_bytes() == built
+    assert Path(cached).stat().st_mode & 0o044 == 0o044  # another user (an image's) reads it
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [Path(cached).name]
 
     blocker = tmp_path / "file"

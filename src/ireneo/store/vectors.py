@@ -253,9 +253,15 @@ def _nearest_graph() -> str | bytes:
     data = model.SerializeToString()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as out:
+        handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    except OSError:  # a read-only cache: build it in every process
+        return data
+    try:
+        with os.fdopen(handle, "wb") as out:
             out.write(data)
-        os.replace(out.name, path)  # atomic: a concurrent process writes the same bytes
-    except OSError:
-        pass  # a read-only cache: build it in every process
+        # readable as the model beside it is: an image builds the cache as root for another user
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)  # atomic: a concurrent process writes the same bytes
+    except OSError:  # a full cache: nothing half written is left in it
+        Path(temporary).unlink(missing_ok=True)
     return data
