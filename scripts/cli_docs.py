@@ -34,8 +34,9 @@ def render() -> str:
 def _verbs(group: click.Group, path: list[str]) -> list[list[str]]:
     """Every command's path, a group's own page first, then its subcommands'."""
     found = []
-    for name in sorted(group.commands):
-        command = group.commands[name]
+    context = click.Context(group)
+    for name in group.list_commands(context):
+        command = group.get_command(context, name)
         found.append([*path, name])
         if isinstance(command, click.Group):
             found += _verbs(command, [*path, name])

@@ -180,6 +180,26 @@ def test_installed_entry_point_runs_offline(tmp_path):
     assert json.loads(out)["hits"][0]["session_id"] == "c1"
 
 
+def test_a_verb_imports_the_layers_of_other_verbs_only_when_they_are_named(indexed, home):
+    """`ireneo recall` does not import the server, the importers or the demo (~35 ms of every
+    call); `ireneo serve` still finds its own."""
+    script = (
+        "import sys\n"
+        "from ireneo.cli import main\n"
+        "try:\n"
+        "    main(['recall', '--home', sys.argv[1], '--', 'pump seal'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "layers = ('ireneo.server', 'ireneo.demo', 'ireneo.importing')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(layers)))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script, str(home)], check=True, capture_output=True, text=True
+    )
+    assert run.stdout.splitlines()[-1] == "[]"
+    assert "--port" in CliRunner().invoke(main, ["serve", "--help"]).output
+
+
 def test_memories_add_search_list_delete(home):
     def run(*args: str, code: int = 0) -> str:
         result = CliRunner().invoke(main, ["memories", args[0], "--home", str(home), *args[1:]])

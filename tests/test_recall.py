@@ -1,8 +1,11 @@
+import threading
 from dataclasses import replace
 
 import pytest
 
 from ireneo import Memory, search
+from ireneo import memory as memory_module
+from ireneo.embed import load_embedder
 from ireneo.errors import ModelMismatch
 from ireneo.store import Filters
 from tests.conftest import SAMPLES, conversation
@@ -128,6 +131,23 @@ def test_lexical_recall_before_embedding(memory, tmp_path):
     assert memory.pending() == 1
     assert memory.recall("MT-9001", k=1)[0].session_id == "fresh"
     assert memory.embed_pending() == 1 and memory.pending() == 0
+
+
+def test_a_fresh_memory_loads_its_model_on_the_query_worker(home, tmp_path, monkeypatch):
+    """A fresh process's first recall loads the model (~0.1 s) beside reading the layout, on
+    the worker that embeds the query, not before it on the caller's thread."""
+    with Memory(home) as m:
+        m.index([conversation(tmp_path, "c", ["the seal on pump P-003 leaks"])])
+    threads = []
+
+    def load(name):
+        threads.append(threading.current_thread().name)
+        return load_embedder(name)
+
+    monkeypatch.setattr(memory_module, "load_embedder", load)
+    with Memory(home) as fresh:
+        assert fresh.recall("pump seal leak")[0].session_id == "c"
+    assert len(threads) == 1 and threads[0].startswith("ireneo-query"), threads
 
 
 def test_model_mismatch_is_refused_with_the_way_out(home, tmp_path):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import bisect
+import functools
 import hashlib
 import json
 import os
@@ -25,7 +26,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
@@ -33,6 +34,9 @@ from threadpoolctl import ThreadpoolController
 from ireneo.env import model_cache, usable_cores
 from ireneo.errors import UnknownModel
 from ireneo.fuse import fuse_layers
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -310,12 +314,8 @@ class OnnxEmbedder:
         # a 9x slowdown): batches are padded here, to their own longest text.
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(max_tokens)
-        # split() must see every token, so it gets its own untruncated copy (settings are
-        # per object; toggling one shared object would race between threads).
-        self._untruncated = Tokenizer.from_file(str(tokenizer_file))
-        self._untruncated.no_padding()
-        self._untruncated.no_truncation()
-        overhead = len(self._untruncated.encode(passage_prefix).ids)
+        self._tokenizer_file = tokenizer_file
+        overhead = len(self._tokenizer.encode(passage_prefix).ids)
         self._budget = max(16, max_tokens - overhead - _SPLIT_SLACK)
 
         # A call on one short text has matrices too small to share between threads: such a
@@ -397,6 +397,18 @@ class OnnxEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         return self._embed([self._query_prefix + _clean(text)])[0]
+
+    @functools.cached_property
+    def _untruncated(self) -> Tokenizer:
+        """split()'s own copy of the tokenizer, which sees every token (settings are per
+        object; toggling one shared object would race between threads). Read at the first long
+        text (~16 ms): a process that only recalls never needs it."""
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(self._tokenizer_file))
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        return tokenizer
 
     def split(self, text: str) -> list[str]:
         if _surely_fits(text, self._budget):

@@ -33,6 +33,7 @@ from ireneo.store import Filters, Status, StoreResult, open_store
 from ireneo.store.base import AuditEntry, Forgotten
 
 if TYPE_CHECKING:
+    import numpy as np
     from psycopg_pool import ConnectionPool
 
     from ireneo.memories import Memories
@@ -105,6 +106,11 @@ class Memory:
                 if self._embedder.name != self.model_name:  # a path resolves to local:<dir>
                     self.model_name = self._embedder.name
             return self._embedder
+
+    def _embed_query(self, query: str) -> np.ndarray:
+        # called on recall's query worker (search.window_scores): a fresh process loads its
+        # model there (~0.1 s) while this thread reads the layout, not before it
+        return self.embedder.embed_query(query)
 
     # -- writes ---------------------------------------------------------------------------
     def index(
@@ -199,8 +205,9 @@ class Memory:
         )
         embed = None
         if self.store.get_meta("model"):  # a memory with vectors (none before the first index)
-            embed = self.embedder.embed_query
-            reranker = reranker or load_reranker(self.rerank, self.embedder)
+            embed = self._embed_query
+            if self.rerank and not reranker:
+                reranker = load_reranker(self.rerank, self.embedder)
         return search.recall(
             self.store, embed, query, k, filters, radius, self.fusion, reranker, self.hangul
         )

@@ -138,11 +138,12 @@ def window_scores(
     hangul: Hangul = "morphemes",
 ) -> dict[tuple[str, int], Score]:
     """The fused scores of every candidate window, keyed by its centre `(session_id, seq)`."""
-    layout = store.layout()
     # The query's vector is computed, and the dense candidates found, on another core while
     # the keyword candidates are found and their neighbourhoods counted here (onnxruntime
-    # releases the GIL): the embedding takes ~3 ms, this side ~2.
+    # releases the GIL): the embedding takes ~3 ms, this side ~2. In a fresh process the model
+    # loads there too, while the layout is read here.
     dense = pool("query").submit(_dense_seeds, store, embed_query, query, filters, fusion)
+    layout = store.layout()
     words = query_terms(query, hangul=hangul)
     sequence = terms(query, hangul)  # in order, with repeats: for pairs and names
     stats = store.term_stats(words) if words else TermStats(0, 0.0, {})

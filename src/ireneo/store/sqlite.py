@@ -564,12 +564,15 @@ class SQLiteStore(Store):
         until then the copy is built from the rows, as without one."""
         with self._lock:
             row = self._db.execute(
-                "SELECT data FROM saved_copies WHERE name = ? AND deletes = ?", (name, deletes)
+                "SELECT rowid FROM saved_copies WHERE name = ? AND deletes = ?", (name, deletes)
             ).fetchone()
-        if row is None:
-            return None
+            if row is None:
+                return None
+            # straight into one buffer: a SELECT copies the blob twice (~10 ms at 24 MB)
+            with self._db.blobopen("saved_copies", "data", row[0], readonly=True) as blob:
+                data = blob.read()
         try:
-            return read(row[0])
+            return read(data)
         except ValueError as exc:
             log.warning(
                 "%s: the saved %s is unreadable, built from the rows (%s)", self.path, name, exc
