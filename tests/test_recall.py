@@ -8,6 +8,7 @@ from ireneo import memory as memory_module
 from ireneo.embed import load_embedder
 from ireneo.errors import ModelMismatch
 from ireneo.store import Filters
+from ireneo.store.sqlite import SQLiteStore
 from tests.conftest import SAMPLES, conversation
 
 
@@ -134,20 +135,26 @@ def test_lexical_recall_before_embedding(memory, tmp_path):
 
 
 def test_a_fresh_memory_loads_its_model_on_the_query_worker(home, tmp_path, monkeypatch):
-    """A fresh process's first recall loads the model (~0.1 s) beside reading the layout, on
-    the worker that embeds the query, not before it on the caller's thread."""
+    """A fresh process's first recall loads the model (~0.1 s) on the worker that embeds the
+    query, while the caller's thread reads the copies search holds in RAM, not before them."""
     with Memory(home) as m:
         m.index([conversation(tmp_path, "c", ["the seal on pump P-003 leaks"])])
-    threads = []
+    loaded, read = [], []
 
     def load(name):
-        threads.append(threading.current_thread().name)
+        loaded.append(threading.current_thread().name)
         return load_embedder(name)
 
+    def vectors(store, read_copy=SQLiteStore.vectors):
+        read.append(threading.current_thread().name)
+        return read_copy(store)
+
     monkeypatch.setattr(memory_module, "load_embedder", load)
+    monkeypatch.setattr(SQLiteStore, "vectors", vectors)
     with Memory(home) as fresh:
         assert fresh.recall("pump seal leak")[0].session_id == "c"
-    assert len(threads) == 1 and threads[0].startswith("ireneo-query"), threads
+    assert len(loaded) == 1 and loaded[0].startswith("ireneo-query"), loaded
+    assert read[0] == threading.current_thread().name, read
 
 
 def test_model_mismatch_is_refused_with_the_way_out(home, tmp_path):

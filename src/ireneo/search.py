@@ -141,8 +141,10 @@ def window_scores(
     # The query's vector is computed, and the dense candidates found, on another core while
     # the keyword candidates are found and their neighbourhoods counted here (onnxruntime
     # releases the GIL): the embedding takes ~3 ms, this side ~2. In a fresh process the model
-    # loads there too, while the layout is read here.
+    # loads there (~0.1 s) while both copies are read here, so that it then only scans.
     dense = pool("query").submit(_dense_seeds, store, embed_query, query, filters, fusion)
+    if embed_query is not None:
+        store.vectors()
     layout = store.layout()
     words = query_terms(query, hangul=hangul)
     sequence = terms(query, hangul)  # in order, with repeats: for pairs and names

@@ -21,6 +21,7 @@ from ireneo.model import SessionSummary, Turn, format_ts
 
 if TYPE_CHECKING:
     from ireneo.store.layout import PassageLayout
+    from ireneo.store.vectors import VectorIndex
 
 
 BM25_K1, BM25_B = 1.2, 0.75  # Okapi BM25's usual constants, wherever a store or search ranks
@@ -210,6 +211,11 @@ class Store(ABC):
     def layout(self) -> PassageLayout:
         """Where every passage sits and what recall reads of it, in RAM, brought up to date
         (store/layout.py): the material of the windows search.py scores."""
+
+    @abstractmethod
+    def vectors(self) -> VectorIndex:
+        """Every passage's vector in RAM as 8-bit codes, brought up to date (store/vectors.py):
+        what dense_search and dense_scores read."""
 
     @abstractmethod
     def dense_search(

@@ -110,7 +110,7 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX passages_pending ON passages (user_id, id) WHERE embedding IS NULL;
     -- vectors and vector_deletes let each replica's in-memory copy of a user's vectors notice
-    -- appends and deletions without a scan (PostgresStore._vectors).
+    -- appends and deletions without a scan (PostgresStore.vectors).
     CREATE TABLE corpus (
         user_id text PRIMARY KEY, passages bigint NOT NULL, terms bigint NOT NULL,
         vectors bigint NOT NULL DEFAULT 0, vector_deletes bigint NOT NULL DEFAULT 0

@@ -427,14 +427,14 @@ class PostgresStore(Store):
     def dense_search(
         self, query: np.ndarray, limit: int, filters: Filters
     ) -> list[tuple[int, float]]:
-        index = self._vectors()
+        index = self.vectors()
         allowed = None if filters.empty or not len(index) else self._filtered_passage_ids(filters)
         return index.nearest(_vector(query), limit, allowed)
 
     def dense_scores(self, query: np.ndarray, passage_ids: np.ndarray) -> np.ndarray:
-        return self._vectors().cosines_of(_vector(query), passage_ids)
+        return self.vectors().cosines_of(_vector(query), passage_ids)
 
-    def _vectors(self) -> VectorIndex:
+    def vectors(self) -> VectorIndex:
         """This replica's copy of the user's vectors, sorted by passage id, brought up to date
         from `corpus.vectors` and `corpus.vector_deletes` (store/kept.py)."""
         return self._vectors_kept.current(

@@ -506,12 +506,12 @@ class SQLiteStore(Store):
     def dense_search(
         self, query: np.ndarray, limit: int, filters: Filters
     ) -> list[tuple[int, float]]:
-        index = self._vectors()
+        index = self.vectors()
         allowed = None if filters.empty or not len(index) else self._filtered_passage_ids(filters)
         return index.nearest(query, limit, allowed)
 
     def dense_scores(self, query: np.ndarray, passage_ids: np.ndarray) -> np.ndarray:
-        return self._vectors().cosines_of(query, passage_ids)
+        return self.vectors().cosines_of(query, passage_ids)
 
     def save_copies(self) -> None:
         """Save the layout and the vectors' codes in the file, once the rows added since they
@@ -519,7 +519,7 @@ class SQLiteStore(Store):
         unsaved, and indexing unharmed."""
         copies = (
             ("layout", self._layout, self._passage_counters, self.layout),
-            ("vectors", self._vectors_kept, self._vector_counters, self._vectors),
+            ("vectors", self._vectors_kept, self._vector_counters, self.vectors),
         )
         for name, kept, counters, current in copies:
             with self._lock:
@@ -584,7 +584,7 @@ class SQLiteStore(Store):
             pass  # it stays unread, and is replaced when saved again
         return None
 
-    def _vectors(self) -> VectorIndex:
+    def vectors(self) -> VectorIndex:
         """The in-memory copy of all vectors, sorted by passage id, brought up to date."""
         return self._vectors_kept.current(
             self._vector_counters,
