@@ -109,7 +109,7 @@ class Memory:
 
     def _embed_query(self, query: str) -> np.ndarray:
         # called on recall's query worker (search.window_scores): a fresh process loads its
-        # model there (~0.1 s) while this thread reads the layout, not before it
+        # model there (~0.1 s) while this thread reads search's copies, not before them
         return self.embedder.embed_query(query)
 
     # -- writes ---------------------------------------------------------------------------
