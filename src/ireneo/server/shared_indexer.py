@@ -141,11 +141,12 @@ class SharedIndexer:
         self._keys_running[key] += 1
         if self._keys_running[key] > 1:
             self.overlaps += 1
-        started = time.time()
+        began = time.time()
+        held: list[float] = []  # when the user's lock was taken and let go (_run_locked)
         fields: dict = {"user_key": key}
         level = logging.INFO
         try:
-            done = await asyncio.to_thread(self._run_locked, key)
+            done = await asyncio.to_thread(self._run_locked, key, held)
             if done is None:
                 self.skipped += 1
                 return
@@ -159,19 +160,24 @@ class SharedIndexer:
             fields.update(outcome="error", error=type(exc).__name__)
         finally:
             self._keys_running[key] -= 1
-        ended = time.time()
+        # the lock's own span, in wall-clock time that replicas share: this thread's start and
+        # end also hold a lock attempt and a hand-off back to the loop, so another replica's run
+        # could appear to overlap one that had already let the lock go
+        started, ended = held if len(held) == 2 else (began, time.time())
         self.events.append((key, "start", started))
         self.events.append((key, "end", ended))
         fields.update(started=round(started, 3), ended=round(ended, 3))
         fields["ms"] = round((ended - started) * 1000, 1)
         log_event(log, "index_run", level=level, **fields)
 
-    def _run_locked(self, key: str) -> int | None:
-        """One run under the user's advisory lock; None when another replica holds it."""
+    def _run_locked(self, key: str, held: list[float]) -> int | None:
+        """One run under the user's advisory lock; None when another replica holds it. `held`
+        gets the times the lock was taken and let go."""
         with self.pool.connection() as conn:
             row = conn.execute(f"SELECT pg_try_advisory_lock({_LOCK})", (key,)).fetchone()
             if not row or not row[0]:
                 return None
+            held.append(time.time())
             try:
                 job = conn.execute(
                     f"SELECT generation FROM {SCHEMA}.index_jobs WHERE user_id = %s", (key,)
@@ -199,6 +205,7 @@ class SharedIndexer:
                     )
                 return done
             finally:
+                held.append(time.time())
                 conn.execute(f"SELECT pg_advisory_unlock({_LOCK})", (key,))
 
     def _embed(self, key: str) -> int:
