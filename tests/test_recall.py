@@ -153,8 +153,13 @@ def test_a_fresh_memory_loads_its_model_on_the_query_worker(home, tmp_path, monk
     monkeypatch.setattr(SQLiteStore, "vectors", vectors)
     with Memory(home) as fresh:
         assert fresh.recall("pump seal leak")[0].session_id == "c"
-    assert len(loaded) == 1 and loaded[0].startswith("ireneo-query"), loaded
-    assert read[0] == threading.current_thread().name, read
+        assert len(loaded) == 1 and loaded[0].startswith("ireneo-query"), loaded
+        assert read[0] == threading.current_thread().name, read
+        assert read.count(threading.current_thread().name) == 2, read  # and for dense_scores
+        # a warm recall does not read it ahead: a check of its counters is a query
+        read.clear()
+        assert fresh.recall("pump seal leak")[0].session_id == "c"
+        assert read.count(threading.current_thread().name) == 1, read  # dense_scores only
 
 
 def test_model_mismatch_is_refused_with_the_way_out(home, tmp_path):

@@ -143,7 +143,7 @@ def window_scores(
     # releases the GIL): the embedding takes ~3 ms, this side ~2. In a fresh process the model
     # loads there (~0.1 s) while both copies are read here, so that it then only scans.
     dense = pool("query").submit(_dense_seeds, store, embed_query, query, filters, fusion)
-    if embed_query is not None:
+    if embed_query is not None and store.vectors_unread():
         store.vectors()
     layout = store.layout()
     words = query_terms(query, hangul=hangul)

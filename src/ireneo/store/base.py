@@ -20,6 +20,7 @@ import numpy as np
 from ireneo.model import SessionSummary, Turn, format_ts
 
 if TYPE_CHECKING:
+    from ireneo.store.kept import KeptCopy
     from ireneo.store.layout import PassageLayout
     from ireneo.store.vectors import VectorIndex
 
@@ -153,6 +154,8 @@ class Status:
 class Store(ABC):
     """One memory's persistence. Implementations: SQLiteStore (embedded), later PostgreSQL."""
 
+    _vectors_kept: KeptCopy[VectorIndex]  # each store's copy of its vectors (store/kept.py)
+
     # -- metadata -------------------------------------------------------------------------
     @abstractmethod
     def get_meta(self, key: str) -> str | None: ...
@@ -216,6 +219,13 @@ class Store(ABC):
     def vectors(self) -> VectorIndex:
         """Every passage's vector in RAM as 8-bit codes, brought up to date (store/vectors.py):
         what dense_search and dense_scores read."""
+
+    def vectors_unread(self) -> bool:
+        """Whether this process has yet to read the vectors' copy: a fresh process's first
+        recall then reads it on the calling thread while the model loads on the query worker
+        (search.window_scores); later recalls leave it to the worker, whose check of the
+        counters is a query (0.6 ms on PostgreSQL)."""
+        return not self._vectors_kept.read
 
     @abstractmethod
     def dense_search(

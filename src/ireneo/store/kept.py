@@ -53,6 +53,11 @@ class KeptCopy(Generic[C]):
                     self._copy = grow(self._empty())
             return self._copy
 
+    @property
+    def read(self) -> bool:
+        """Whether `current` has brought the copy up to date at least once in this process."""
+        return self._deletes is not None
+
     def state(self) -> tuple[C, int | None]:
         """The copy as it is, with the count of deletions it reflects (None before the first
         `current`): a pair read together, for saving."""
