@@ -152,7 +152,7 @@ class Status:
 
 
 class Store(ABC):
-    """One memory's persistence. Implementations: SQLiteStore (embedded), later PostgreSQL."""
+    """One memory's persistence. Implementations: SQLiteStore (embedded) and PostgresStore."""
 
     _vectors_kept: KeptCopy[VectorIndex]  # each store's copy of its vectors (store/kept.py)
 
