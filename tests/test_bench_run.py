@@ -37,6 +37,7 @@ def test_bench_writes_tables_json_and_plots(tmp_path):
         out / "latest.md"
     ).read_text() in result.output
     assert (out / "latency.png").stat().st_size > 10_000
+    assert not (out / "stores.png").exists()  # one store: nothing to compare
     # a log shows each stage as it starts, with the time since the run began
     stages = [line.split("] ", 1)[1] for line in result.stderr.splitlines() if line.startswith("[")]
     assert stages == [
@@ -64,3 +65,4 @@ def test_bench_compares_the_two_stores_in_one_run(tmp_path, pg_database):
     # the same history, the same search: the same answers
     assert run["stores"]["postgresql"]["strict@3"] == run["stores"]["sqlite"]["strict@3"]
     assert "| en | 30 | postgresql |" in (out / "latest.md").read_text()
+    assert (out / "stores.png").stat().st_size > 10_000

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ireneo import Memory
-from ireneo.store import sqlite as sqlite_store
+from ireneo.store import base as store_base
 from ireneo.store.base import conversation_digest
 from tests.conftest import conversation, turn_line, write_jsonl
 
@@ -86,7 +86,7 @@ def test_forgetting_a_conversation_leaves_no_byte_of_it_in_the_files(indexed, ho
 def test_a_forgotten_conversation_leaves_no_term_in_the_saved_copies(tmp_path, home, monkeypatch):
     """The layout saved for the next process (SQLiteStore.save_copies) lists every term: a
     forget drops it in its own transaction."""
-    monkeypatch.setattr(sqlite_store, "SAVE_AFTER", 1)  # saved as a large memory's are
+    monkeypatch.setattr(store_base, "SAVE_AFTER", 1)  # saved as a large memory's are
     with Memory(home) as memory:
         memory.index([two_conversations(tmp_path)])
         db = sqlite3.connect(home / "memory.db")

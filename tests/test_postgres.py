@@ -18,6 +18,7 @@ from ireneo import Memory
 from ireneo.cli import main
 from ireneo.errors import NotFound
 from ireneo.store import Filters, pg_schema
+from ireneo.store import base as store_base
 from ireneo.store.postgres import PostgresStore, SchemaOutdated, open_pool
 from tests.conftest import conversation
 
@@ -29,8 +30,10 @@ def user() -> str:
 
 
 @pytest.fixture
-def stocked(pg_pool, tmp_path):
-    """A user with one conversation, indexed and embedded."""
+def stocked(pg_pool, tmp_path, monkeypatch):
+    """A user with one conversation, indexed and embedded, with search's copies saved (as a
+    large memory's are), so that every user table holds some of the user's rows."""
+    monkeypatch.setattr(store_base, "SAVE_AFTER", 1)
     name = user()
     conversation(
         tmp_path / "src",
@@ -91,7 +94,8 @@ def test_the_owner_is_held_by_the_policies_too(pg_database, stocked):
         assert conn.execute("SELECT count(*) FROM ireneo.turns").fetchone() == (0,)
 
 
-def test_two_users_with_the_same_words_never_see_each_other(pg_pool, tmp_path):
+def test_two_users_with_the_same_words_never_see_each_other(pg_pool, tmp_path, monkeypatch):
+    monkeypatch.setattr(store_base, "SAVE_AFTER", 1)  # each user's copies saved, then read
     alice, bob = user(), user()
     words = "The pump on line 3 failed again, ticket MT-4471, bearing replaced."
     conversation(tmp_path / "a", "alice-1", [words, "Alice's note: call the supplier."])
@@ -99,6 +103,8 @@ def test_two_users_with_the_same_words_never_see_each_other(pg_pool, tmp_path):
     with Memory(database=pg_pool, user=alice) as a, Memory(database=pg_pool, user=bob) as b:
         a.index([tmp_path / "a"])
         b.index([tmp_path / "b"])
+    # replicas that start from the saved copies
+    with Memory(database=pg_pool, user=alice) as a, Memory(database=pg_pool, user=bob) as b:
         for memory, own, other in ((a, "alice-1", "bob-1"), (b, "bob-1", "alice-1")):
             hits = memory.recall("pump MT-4471 bearing", k=8)
             assert hits and {h.session_id for h in hits} == {own}

@@ -155,11 +155,28 @@ def test_a_fresh_memory_loads_its_model_on_the_query_worker(home, tmp_path, monk
         assert fresh.recall("pump seal leak")[0].session_id == "c"
         assert len(loaded) == 1 and loaded[0].startswith("ireneo-query"), loaded
         assert read[0] == threading.current_thread().name, read
-        assert read.count(threading.current_thread().name) == 2, read  # and for dense_scores
+        assert len(read) == 2 and read[1].startswith("ireneo-query"), read  # and for the search
         # a warm recall does not read it ahead: a check of its counters is a query
         read.clear()
         assert fresh.recall("pump seal leak")[0].session_id == "c"
-        assert read.count(threading.current_thread().name) == 1, read  # dense_scores only
+        assert len(read) == 1 and read[0].startswith("ireneo-query"), read
+
+
+def test_a_warm_recall_checks_the_vectors_counters_once(memory, tmp_path, monkeypatch):
+    """On PostgreSQL each check is a query; the candidate windows' cosines come from the copy
+    the dense search has just brought up to date."""
+    memory.index([conversation(tmp_path, "c", ["the seal on pump P-003 leaks", "MT-4471"])])
+    memory.recall("pump seal leak")
+    checks = []
+    counters = type(memory.store)._vector_counters
+
+    def counted(store):
+        checks.append(threading.current_thread().name)
+        return counters(store)
+
+    monkeypatch.setattr(type(memory.store), "_vector_counters", counted)
+    assert memory.recall("pump seal leak")[0].session_id == "c"
+    assert len(checks) == 1, checks
 
 
 def test_model_mismatch_is_refused_with_the_way_out(home, tmp_path):

@@ -1,23 +1,29 @@
-"""The layout and the vectors' codes saved in an embedded memory's file (store/saved.py), so that
-a fresh process reads them instead of every row: read back as they were, used only while no
-deletion has happened since, never saved holding what a deletion removed, and rebuilt from the
-rows when unreadable. Their size (tens of MB in a large memory) does not stay in the write-ahead
-log either."""
+"""The layout and the vectors' codes saved in an embedded memory's file, or in PostgreSQL's
+`saved_copies` (store/saved.py), so that a fresh process or replica reads them instead of every
+row: read back as they were, used only while no deletion has happened since, never saved
+holding what a deletion removed, and rebuilt from the rows when unreadable. Their size (tens of
+MB in a large memory) does not stay in the write-ahead log either."""
 
 from __future__ import annotations
 
 import io
 import logging
 import sqlite3
+import threading
+import uuid
+from datetime import UTC, datetime
 
 import numpy as np
+import psycopg
 import pytest
 
 from ireneo import Memory
 from ireneo.formats import funes_jsonl
 from ireneo.store import Filters
+from ireneo.store import base as store_base
 from ireneo.store import sqlite as sqlite_store
 from ireneo.store.layout import PassageLayout, PassageRow
+from ireneo.store.postgres import PostgresStore
 from ireneo.store.saved import pack, unpack
 from ireneo.store.sqlite import WAL_LIMIT
 from ireneo.store.vectors import VectorIndex
@@ -47,7 +53,7 @@ def add_turns(memory: Memory, path, session: str, texts: list[str]) -> None:
 @pytest.fixture
 def save_early(monkeypatch):
     """Copies saved from the first passages on, as a memory of thousands saves them."""
-    monkeypatch.setattr(sqlite_store, "SAVE_AFTER", 1)
+    monkeypatch.setattr(store_base, "SAVE_AFTER", 1)
 
 
 def test_a_layout_and_a_vector_index_read_back_as_they_were_saved() -> None:
@@ -141,7 +147,7 @@ def test_a_fresh_process_starts_from_the_saved_copies_and_reads_only_newer_rows(
 
 
 def test_copies_are_saved_again_once_an_eighth_of_them_is_new(home, tmp_path, monkeypatch):
-    monkeypatch.setattr(sqlite_store, "SAVE_AFTER", 4)
+    monkeypatch.setattr(store_base, "SAVE_AFTER", 4)
     with Memory(home) as memory:
         add_turns(memory, tmp_path, "one", ["first", "second", "third"])
         memory.embed_pending()
@@ -164,7 +170,7 @@ def test_a_memory_without_saved_copies_gets_them_at_its_next_index(home, tmp_pat
     with Memory(home) as memory:
         memory.index([source])
         assert saved_rows(home) == {}
-        monkeypatch.setattr(sqlite_store, "SAVE_AFTER", 1)
+        monkeypatch.setattr(store_base, "SAVE_AFTER", 1)
         assert memory.index([source]).embedded == 0
         assert saved_rows(home) == {"layout": 2, "vectors": 2}
 
@@ -188,24 +194,26 @@ def test_a_deletion_drops_the_saved_copy_it_touches(home, tmp_path, save_early):
         assert after["layout"] == before["layout"] and after["vectors"] == before["vectors"] + 3
 
 
-def test_a_copy_made_before_a_deletion_is_not_saved(home, tmp_path, save_early, monkeypatch):
+def test_a_copy_made_before_a_deletion_is_not_saved(memory, tmp_path, save_early, monkeypatch):
     """A forget that lands between building a copy and writing it: the copy holds what was
-    forgotten, so it is not written."""
-    with Memory(home) as memory:
-        add_turns(memory, tmp_path, "pumps", ["the seal on P-003 leaks"])
-        add_turns(memory, tmp_path, "secret", ["the code word is zqvmarker7731"])
-        original = PassageLayout.saved
+    forgotten, so it is not written (both stores)."""
+    add_turns(memory, tmp_path, "pumps", ["the seal on P-003 leaks"])
+    add_turns(memory, tmp_path, "secret", ["the code word is zqvmarker7731"])
+    original = PassageLayout.saved
 
-        def saved_while_forgetting(layout):
-            data = original(layout)
-            memory.forget("secret")
-            return data
+    def saved_while_forgetting(layout):
+        data = original(layout)
+        memory.forget("secret")
+        return data
 
-        monkeypatch.setattr(PassageLayout, "saved", saved_while_forgetting)
-        memory.embed_pending()
-        assert "layout" not in saved_rows(home)
-    with Memory(home) as memory:
-        assert "zqvmarker7731" not in memory.store.layout().vocabulary.code
+    monkeypatch.setattr(PassageLayout, "saved", saved_while_forgetting)
+    memory.embed_pending()
+    assert memory.store._saved_rows("layout") == 0
+    monkeypatch.setattr(PassageLayout, "saved", original)
+    memory.embed_pending()  # saved now, without what was forgotten
+    deletes = memory.store._passage_counters()[1]
+    saved = memory.store._read_saved("layout", PassageLayout.from_saved, deletes)
+    assert len(saved) == 1 and "zqvmarker7731" not in saved.vocabulary.code
 
 
 def test_an_unreadable_saved_copy_is_built_from_the_rows(home, tmp_path, save_early, caplog):
@@ -233,7 +241,7 @@ def test_a_full_disk_leaves_the_copies_unsaved_and_indexing_unharmed(
         db = memory.store._db
         db.execute("VACUUM")  # no free page left to take the copies either
         db.execute(f"PRAGMA max_page_count = {db.execute('PRAGMA page_count').fetchone()[0]}")
-        monkeypatch.setattr(sqlite_store, "SAVE_AFTER", 1)
+        monkeypatch.setattr(store_base, "SAVE_AFTER", 1)
         with caplog.at_level(logging.WARNING, logger="ireneo.store"):
             assert memory.embed_pending() == 0
         assert "the disk is full" in caplog.text
@@ -256,3 +264,108 @@ def test_a_large_write_does_not_leave_the_write_ahead_log_at_its_size(home):
         memory.store.set_meta("after", "one")  # a checkpoint ran: this write starts the log over
         memory.store.set_meta("after", "two")
         assert wal.stat().st_size <= WAL_LIMIT
+
+
+# -- PostgreSQL: the same copies in `saved_copies`, one pair per user --------------------------
+
+
+def pg_saved(pg_database, user: str) -> dict[str, tuple[int, int]]:
+    """Each saved copy of `user` as (rows, deletes), read as the superuser (no policy)."""
+    with psycopg.connect(pg_database.superuser_url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT name, rows, deletes FROM ireneo.saved_copies WHERE user_id = %s", (user,)
+        ).fetchall()
+    return {name: (count, deletes) for name, count, deletes in rows}
+
+
+def pg_user() -> str:
+    return f"test-{uuid.uuid4().hex}"
+
+
+def test_a_replica_starts_from_the_saved_copies_and_reads_only_newer_rows(
+    pg_pool, pg_database, tmp_path, save_early, monkeypatch
+):
+    user = pg_user()
+    with Memory(database=pg_pool, user=user) as memory:
+        memory.index(
+            [conversation(tmp_path / "a", "pumps", ["the seal on P-003 leaks", "MT-4471"])]
+        )
+        assert pg_saved(pg_database, user) == {"layout": (2, 0), "vectors": (2, 0)}
+        add_turns(memory, tmp_path / "b", "lunch", ["lunch at the canteen on Friday"])
+
+    read_after = []
+    original = PostgresStore._passage_rows
+
+    def passage_rows(self, after):
+        read_after.append(after)
+        return original(self, after)
+
+    monkeypatch.setattr(PostgresStore, "_passage_rows", passage_rows)
+    with Memory(database=pg_pool, user=user) as replica:
+        from_copies = [recalled(replica, "P-003 seal"), recalled(replica, "canteen lunch")]
+        assert from_copies[1][0]["session_id"] == "lunch"  # stored after the copy was saved
+        assert read_after[0] > 0  # the rows after the copy's last passage, not all
+    with psycopg.connect(pg_database.superuser_url, autocommit=True) as conn:
+        conn.execute("DELETE FROM ireneo.saved_copies WHERE user_id = %s", (user,))
+    with Memory(database=pg_pool, user=user) as replica:
+        assert [recalled(replica, "P-003 seal"), recalled(replica, "canteen lunch")] == from_copies
+    assert read_after[1:] == [0]
+
+
+def test_a_forget_on_postgres_drops_the_users_saved_copies_in_its_transaction(
+    pg_pool, pg_database, tmp_path, save_early
+):
+    user, other = pg_user(), pg_user()
+    with Memory(database=pg_pool, user=user) as memory, Memory(database=pg_pool, user=other) as o:
+        memory.index([conversation(tmp_path / "a", "pumps", ["the seal on P-003 leaks"])])
+        memory.index([conversation(tmp_path / "b", "secret", ["the code word is zqvmarker7731"])])
+        o.index([conversation(tmp_path / "c", "secret", ["the code word is zqvmarker7731"])])
+        with psycopg.connect(pg_database.superuser_url, autocommit=True) as conn:
+            [(layout,)] = conn.execute(
+                "SELECT data FROM ireneo.saved_copies WHERE user_id = %s AND name = 'layout'",
+                (user,),
+            ).fetchall()
+        assert b"zqvmarker7731" in layout
+        memory.forget("secret", now=datetime(2026, 11, 30, tzinfo=UTC))
+        assert pg_saved(pg_database, user) == {}
+        assert set(pg_saved(pg_database, other)) == {"layout", "vectors"}  # not another user's
+        memory.embed_pending()  # saved again, without what was forgotten
+        assert pg_saved(pg_database, user) == {"layout": (1, 1), "vectors": (1, 1)}
+    with Memory(database=pg_pool, user=user) as replica:
+        assert "zqvmarker7731" not in replica.store.layout().vocabulary.code
+        assert {hit["session_id"] for hit in recalled(replica, "zqvmarker7731")} == {"pumps"}
+        before = pg_saved(pg_database, user)
+        replica.reembed("minilm-l6-v2-q8")  # the vectors dropped, and saved again once re-embedded
+        after = pg_saved(pg_database, user)
+        assert after["layout"] == before["layout"]
+        assert after["vectors"] == (1, before["vectors"][1] + 1)
+
+
+def test_a_deletion_waits_for_a_copy_being_saved_and_then_drops_it(
+    pg_pool, pg_database, tmp_path, save_early
+):
+    """A forget that starts while a copy is written: it waits for the corpus row the save holds,
+    then drops what was saved, in its own transaction."""
+    user = pg_user()
+    with Memory(database=pg_pool, user=user) as memory:
+        memory.index([conversation(tmp_path / "a", "pumps", ["the seal on P-003 leaks"])])
+        memory.index([conversation(tmp_path / "b", "secret", ["the code word is zqvmarker7731"])])
+        copy, deletes = memory.store._layout.state()
+        with psycopg.connect(pg_database.app_url) as saving:
+            saving.execute("SELECT set_config('app.user_id', %s, true)", (user,))
+            saving.execute(
+                "SELECT 1 FROM ireneo.corpus WHERE user_id = %s FOR UPDATE", (user,)
+            )  # a save holds the corpus row while it writes
+            forgetting = threading.Thread(target=memory.forget, args=("secret",))
+            forgetting.start()
+            forgetting.join(timeout=1)
+            assert forgetting.is_alive()  # waiting for the save
+            saving.execute(
+                "INSERT INTO ireneo.saved_copies VALUES (%s, 'layout', %s, %s, %s) "
+                "ON CONFLICT (user_id, name) DO UPDATE SET data = excluded.data",
+                (user, len(copy), deletes, bytes(copy.saved())),
+            )
+            saving.commit()
+        forgetting.join(timeout=10)
+        assert not forgetting.is_alive()
+        assert pg_saved(pg_database, user) == {}

@@ -172,7 +172,39 @@ def plots(document: dict, out: Path) -> list[Path]:
     paths.append(out / "latency.png")
     fig.savefig(paths[-1], dpi=110)
     plt.close(fig)
+    if any(run.get("stores") for run in runs):
+        paths.append(_stores_plot(runs, out / "stores.png", plt))
     return paths
+
+
+def _stores_plot(runs: list[dict], path: Path, plt) -> Path:  # noqa: ANN001 - pyplot
+    """The two stores side by side, by size: indexing speed, warm and fresh recall."""
+    panels = [
+        ("turns_per_s", "index, turns/s"),
+        ("warm_p50_ms", "warm recall p50 (ms)"),
+        ("cold_p50_ms", "fresh process recall p50 (ms)"),
+    ]
+    fig, axes = plt.subplots(1, len(panels), figsize=(12, 3.5))
+    with_stores = [run for run in runs if run.get("stores")]
+    for lang in sorted({r["lang"] for r in with_stores}, key=["en", "ru", "ko"].index):
+        mine = sorted((r for r in with_stores if r["lang"] == lang), key=lambda r: r["size"])
+        for store in mine[0]["stores"]:
+            for ax, (key, _) in zip(axes, panels, strict=True):
+                ax.plot(
+                    [r["size"] for r in mine],
+                    [r["stores"][store][key] for r in mine],
+                    marker="o",
+                    label=f"{lang} {store}",
+                )
+    for ax, (_, title) in zip(axes, panels, strict=True):
+        ax.set(title=title, xscale="log", xlabel="conversations")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def _both(run: dict, method: str, metric: str) -> float:

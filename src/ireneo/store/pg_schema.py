@@ -35,6 +35,7 @@ USER_TABLES = (
     "memories",
     "forget_log",
     "returned",
+    "saved_copies",
 )
 
 _USER_POLICY = """
@@ -282,6 +283,30 @@ MIGRATIONS: list[str] = [
     END $$;
     DROP TABLE passage_terms;
     """,
+    # 5: the layout and the vectors' codes saved for a replica's first recall of a user
+    # (Store.save_copies), as the embedded store saves them in its file. Uncompressed: pglz took
+    # 0.9 s to write the 36 MB of a 10,000-conversation memory's copies against 0.25 s, and
+    # both read in 0.1 s. A deletion of passages drops the user's saved copies in its own
+    # transaction, so nothing forgotten stays in one; the trigger is named to fire after
+    # passages_deleted, whose lock on the corpus row makes it wait for a copy being saved,
+    # which it then sees and drops.
+    """
+    CREATE TABLE saved_copies (
+        user_id text NOT NULL, name text NOT NULL, rows bigint NOT NULL, deletes bigint NOT NULL,
+        data bytea NOT NULL,
+        PRIMARY KEY (user_id, name)
+    );
+    ALTER TABLE saved_copies ALTER COLUMN data SET STORAGE EXTERNAL;
+    CREATE FUNCTION passages_unsaved() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        DELETE FROM saved_copies s USING (SELECT DISTINCT user_id FROM changed) u
+        WHERE s.user_id = u.user_id;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER passages_unsaved AFTER DELETE ON passages
+        REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION passages_unsaved();
+    """
+    + _policies("saved_copies"),
 ]
 
 

@@ -11,17 +11,21 @@ its terms (store/layout.py: BM25 candidates from its postings, with the per-user
 that triggers keep in `term_df` and `corpus`) and of the user's vectors (store/vectors.py: exact
 dense search; measured at 60,000 vectors of 384 dimensions, ~3-20 ms against ~70-105 ms for
 pgvector's exact `ORDER BY embedding <#> query`, and an approximate index over every user's
-vectors loses rows under a user filter). Both are brought up to date from counters in `corpus`.
-Vectors are pgvector `vector`s, normalised (inner product = cosine).
+vectors loses rows under a user filter). Both are brought up to date from counters in `corpus`,
+and saved in `saved_copies` after indexing, so a replica's first recall of a user reads two
+values instead of every row (Store.save_copies). Vectors are pgvector `vector`s, normalised
+(inner product = cosine).
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import numpy as np
 import psycopg
@@ -53,6 +57,9 @@ from ireneo.store.kept import KeptCopy
 from ireneo.store.layout import PassageLayout, PassageRow
 from ireneo.store.rows import blocks, blocks_json, digit_terms, first_words, session_ref
 from ireneo.store.vectors import VectorIndex
+
+T = TypeVar("T")
+log = logging.getLogger("ireneo.store")
 
 # Set first in every transaction: the user the policies admit, and where the tables are.
 _SCOPE = (
@@ -156,8 +163,14 @@ class PostgresStore(Store):
         self.user = user
         self._owns_pool = isinstance(database, str)
         self._pool = open_pool(database, max_size=2) if isinstance(database, str) else database
-        self._vectors_kept = KeptCopy(VectorIndex)
-        self._layout = KeptCopy(PassageLayout)
+        self._vectors_kept = KeptCopy(
+            VectorIndex,
+            lambda deletes: self._read_saved("vectors", VectorIndex.from_saved, deletes),
+        )
+        self._layout = KeptCopy(
+            PassageLayout,
+            lambda deletes: self._read_saved("layout", PassageLayout.from_saved, deletes),
+        )
         with self._transaction() as cur:
             cur.execute("INSERT INTO users VALUES (%s) ON CONFLICT DO NOTHING", (self.user,))
             cur.execute(
@@ -186,13 +199,19 @@ class PostgresStore(Store):
 
     def _stream(self, query: str, params: tuple) -> Iterator[tuple]:
         """The rows of a long read (a memory's whole layout or vectors), fetched a chunk at a
-        time through a server-side cursor, so they are never all held as Python objects."""
+        time through a server-side cursor, so they are never all held as Python objects.
+
+        Such a read takes all of a user's rows, which a hash join reads once; a nested loop,
+        planned from an estimate of a few rows (a user the statistics do not know yet, right
+        after a bulk import), compared every passage with every turn: 6.5 s against 65 ms to
+        read the layout of 3,000 conversations."""
         with (
             storage_errors(),
             self._pool.connection() as conn,
             conn.transaction(),
         ):
             conn.execute(_SCOPE, (self.user,))
+            conn.execute("SET LOCAL enable_nestloop = off")
             with conn.cursor(name="ireneo_stream", binary=True) as cur:
                 cur.itersize = READ_ROWS
                 cur.execute(query, params)
@@ -381,10 +400,53 @@ class PostgresStore(Store):
                 "WHERE user_id = %s",
                 (self.user,),
             )
+            cur.execute(
+                "DELETE FROM saved_copies WHERE user_id = %s AND name = 'vectors'", (self.user,)
+            )
 
-    def save_copies(self) -> None:
-        """Nothing: the processes that search PostgreSQL are servers, which build their copies
-        once and keep them; the embedded store saves them for short-lived CLI calls."""
+    def _saved_rows(self, name: str) -> int:
+        row = self._one(
+            "SELECT rows FROM saved_copies WHERE user_id = %s AND name = %s", (self.user, name)
+        )
+        return row[0] if row else 0
+
+    def _write_saved(
+        self, name: str, copy: PassageLayout | VectorIndex, deletes: int | None
+    ) -> None:
+        data = copy.saved()  # held only until written: both at once would raise the peak
+        with self._transaction() as cur:
+            # The corpus row first, as every writer takes it: a deletion running meanwhile
+            # either counted itself before this reads the count, or waits for this commit and
+            # then drops the copy (the passages_unsaved trigger).
+            row = cur.execute(
+                "SELECT passage_deletes, vector_deletes FROM corpus WHERE user_id = %s FOR UPDATE",
+                (self.user,),
+            ).fetchone()
+            if row is None or row[0 if name == "layout" else 1] != deletes:
+                return
+            cur.execute(
+                "INSERT INTO saved_copies VALUES (%s, %s, %s, %s, %s) "
+                "ON CONFLICT (user_id, name) DO UPDATE "
+                "SET rows = excluded.rows, deletes = excluded.deletes, data = excluded.data",
+                (self.user, name, len(copy), deletes, data),
+            )
+
+    def _read_saved(self, name: str, read: Callable[[bytes], T], deletes: int) -> T | None:
+        """The copy saved under `name` at `deletes` deletions, or None; one that cannot be read
+        (written by another version) is left to be replaced when saved again."""
+        with self._transaction() as cur:
+            row = cur.execute(
+                "SELECT data FROM saved_copies WHERE user_id = %s AND name = %s AND deletes = %s",
+                (self.user, name, deletes),
+                binary=True,  # the bytes as they are: text would send them as hex, twice the size
+            ).fetchone()
+        if row is None:
+            return None
+        try:
+            return read(row[0])
+        except ValueError as exc:
+            log.warning("the saved %s is unreadable, built from the rows (%s)", name, exc)
+            return None
 
     # -- search candidates ---------------------------------------------------------------------------
     def term_stats(self, terms: list[str]) -> TermStats:
@@ -430,9 +492,6 @@ class PostgresStore(Store):
         index = self.vectors()
         allowed = None if filters.empty or not len(index) else self._filtered_passage_ids(filters)
         return index.nearest(_vector(query), limit, allowed)
-
-    def dense_scores(self, query: np.ndarray, passage_ids: np.ndarray) -> np.ndarray:
-        return self.vectors().cosines_of(_vector(query), passage_ids)
 
     def vectors(self) -> VectorIndex:
         """This replica's copy of the user's vectors, sorted by passage id, brought up to date
@@ -680,6 +739,11 @@ class PostgresStore(Store):
                 "FROM passages p WHERE user_id = %s",
                 (self.user,),
             ).fetchone()  # type: ignore[misc]
+            (copy_bytes,) = cur.execute(
+                "SELECT coalesce(sum(pg_column_size(data)), 0) FROM saved_copies "
+                "WHERE user_id = %s",
+                (self.user,),
+            ).fetchone()  # type: ignore[misc]
             meta = dict(
                 cur.execute(
                     "SELECT key, value FROM meta WHERE user_id = %s "
@@ -693,7 +757,7 @@ class PostgresStore(Store):
             passages,
             embedded,
             meta.get("model"),
-            int(turn_bytes + passage_bytes),
+            int(turn_bytes + passage_bytes + copy_bytes),
             meta.get("last_written"),
             {"store": "postgresql"},
         )

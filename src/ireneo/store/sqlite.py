@@ -54,10 +54,6 @@ from ireneo.store.rows import session_ref as _ref
 from ireneo.store.vectors import VectorIndex
 
 DB_NAME = "memory.db"
-# Passages added since the copies were saved before they are saved again (or an eighth of those
-# saved, if more): a fresh process builds a few thousand from their rows in a few hundredths of
-# a second.
-SAVE_AFTER = 2000
 
 WAL_LIMIT = 8 * 2**20  # bytes
 
@@ -510,42 +506,19 @@ class SQLiteStore(Store):
         allowed = None if filters.empty or not len(index) else self._filtered_passage_ids(filters)
         return index.nearest(query, limit, allowed)
 
-    def dense_scores(self, query: np.ndarray, passage_ids: np.ndarray) -> np.ndarray:
-        return self.vectors().cosines_of(query, passage_ids)
+    def _saved_rows(self, name: str) -> int:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT rows FROM saved_copies WHERE name = ?", (name,)
+            ).fetchone()
+        return row[0] if row else 0
 
-    def save_copies(self) -> None:
-        """Save the layout and the vectors' codes in the file, once the rows added since they
-        were last saved are an eighth of them (and at least SAVE_AFTER). A full disk leaves them
-        unsaved, and indexing unharmed."""
-        copies = (
-            ("layout", self._layout, self._passage_counters, self.layout),
-            ("vectors", self._vectors_kept, self._vector_counters, self.vectors),
-        )
-        for name, kept, counters, current in copies:
-            with self._lock:
-                row = self._db.execute(
-                    "SELECT rows FROM saved_copies WHERE name = ?", (name,)
-                ).fetchone()
-            saved = row[0] if row else 0
-            if counters()[0] - saved < max(SAVE_AFTER, saved // 8):
-                continue
-            current()
-            try:
-                self._save_copy(name, *kept.state(), counters)
-            except StorageFull:  # they only spare the next process some work
-                log.warning("%s: the disk is full, so search's copies were not saved", self.path)
-                return
-
-    def _save_copy(
-        self,
-        name: str,
-        copy: PassageLayout | VectorIndex,
-        deletes: int | None,
-        counters: Callable[[], tuple[int, int]],
+    def _write_saved(
+        self, name: str, copy: PassageLayout | VectorIndex, deletes: int | None
     ) -> None:
+        counters = self._passage_counters if name == "layout" else self._vector_counters
         data = copy.saved()  # held only until written: both at once would raise the peak
         with self._transaction() as db:
-            # a deletion since the copy was made leaves it holding what was deleted
             if counters()[1] == deletes:
                 db.execute(
                     "INSERT OR REPLACE INTO saved_copies VALUES (?, ?, ?, ?)",
