@@ -179,10 +179,10 @@ def _nearest_session():  # noqa: ANN202 - onnxruntime's InferenceSession, import
     int32 first, 4x the bytes again), onnxruntime's runs on the CPU's 8-bit dot-product
     instructions, on every usable core. The vectors are the product's columns, not its rows:
     onnxruntime multiplies one row by 60,000 columns in 2.5-2.8 ms here, 60,000 rows by one
-    column in 3.7-4.1 (2 cores, bench/vector_scan.py), and a recall waits for it (README, "The
-    benchmark"). The products are scaled back to cosines and the best taken (TopK: ties to
-    the lower index) in the same graph, which spares numpy three passes and a partition over
-    every vector (~0.4 ms at 60,000). `mask` is 0, or -inf for a vector a filter leaves out.
+    column in 3.7-4.1 (2 cores, bench/vector_scan.py), and a recall waits for it
+    (docs/benchmark.md, "Warm recall"). The products are scaled back to cosines and the best
+    taken (TopK: ties to the lower index) in the same graph, which spares numpy three passes and
+    a partition over every vector (~0.4 ms at 60,000). `mask` is 0, or -inf for a vector a filter leaves out.
     Workers sleep instead of spinning when idle.
     """
     global _session
