@@ -341,6 +341,30 @@ def test_a_forget_on_postgres_drops_the_users_saved_copies_in_its_transaction(
         assert after["vectors"] == (1, before["vectors"][1] + 1)
 
 
+def test_an_unreadable_saved_copy_on_postgres_is_built_from_the_rows(
+    pg_pool, pg_database, tmp_path, save_early, caplog
+):
+    user = pg_user()
+    with Memory(database=pg_pool, user=user) as memory:
+        memory.index(
+            [conversation(tmp_path / "a", "pumps", ["the seal on P-003 leaks", "MT-4471"])]
+        )
+        expected = recalled(memory, "P-003 seal")
+    with psycopg.connect(pg_database.superuser_url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE ireneo.saved_copies SET data = '\\x00ff'::bytea WHERE user_id = %s", (user,)
+        )
+    with (
+        caplog.at_level(logging.WARNING, logger="ireneo.store"),
+        Memory(database=pg_pool, user=user) as replica,
+    ):
+        assert recalled(replica, "P-003 seal") == expected
+        assert "the saved layout is unreadable" in caplog.text
+        assert pg_saved(pg_database, user) == {}  # dropped: the next index saves them again
+        replica.embed_pending()
+        assert pg_saved(pg_database, user) == {"layout": (2, 0), "vectors": (2, 0)}
+
+
 def test_a_deletion_waits_for_a_copy_being_saved_and_then_drops_it(
     pg_pool, pg_database, tmp_path, save_early
 ):

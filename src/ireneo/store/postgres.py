@@ -432,8 +432,9 @@ class PostgresStore(Store):
             )
 
     def _read_saved(self, name: str, read: Callable[[bytes], T], deletes: int) -> T | None:
-        """The copy saved under `name` at `deletes` deletions, or None; one that cannot be read
-        (written by another version) is left to be replaced when saved again."""
+        """The copy saved under `name` at `deletes` deletions, or None. One that cannot be read
+        (written by another version) is dropped, so the next index saves it again; until then
+        the copy is built from the rows, as without one."""
         with self._transaction() as cur:
             row = cur.execute(
                 "SELECT data FROM saved_copies WHERE user_id = %s AND name = %s AND deletes = %s",
@@ -446,7 +447,11 @@ class PostgresStore(Store):
             return read(row[0])
         except ValueError as exc:
             log.warning("the saved %s is unreadable, built from the rows (%s)", name, exc)
-            return None
+        with self._transaction() as cur:
+            cur.execute(
+                "DELETE FROM saved_copies WHERE user_id = %s AND name = %s", (self.user, name)
+            )
+        return None
 
     # -- search candidates ---------------------------------------------------------------------------
     def term_stats(self, terms: list[str]) -> TermStats:
