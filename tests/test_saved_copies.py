@@ -282,14 +282,16 @@ def pg_user() -> str:
     return f"test-{uuid.uuid4().hex}"
 
 
+def index_pumps(memory: Memory, tmp_path) -> None:
+    memory.index([conversation(tmp_path / "a", "pumps", ["the seal on P-003 leaks", "MT-4471"])])
+
+
 def test_a_replica_starts_from_the_saved_copies_and_reads_only_newer_rows(
     pg_pool, pg_database, tmp_path, save_early, monkeypatch
 ):
     user = pg_user()
     with Memory(database=pg_pool, user=user) as memory:
-        memory.index(
-            [conversation(tmp_path / "a", "pumps", ["the seal on P-003 leaks", "MT-4471"])]
-        )
+        index_pumps(memory, tmp_path)
         assert pg_saved(pg_database, user) == {"layout": (2, 0), "vectors": (2, 0)}
         add_turns(memory, tmp_path / "b", "lunch", ["lunch at the canteen on Friday"])
 
@@ -346,9 +348,7 @@ def test_an_unreadable_saved_copy_on_postgres_is_built_from_the_rows(
 ):
     user = pg_user()
     with Memory(database=pg_pool, user=user) as memory:
-        memory.index(
-            [conversation(tmp_path / "a", "pumps", ["the seal on P-003 leaks", "MT-4471"])]
-        )
+        index_pumps(memory, tmp_path)
         expected = recalled(memory, "P-003 seal")
     with psycopg.connect(pg_database.superuser_url, autocommit=True) as conn:
         conn.execute(
