@@ -84,7 +84,7 @@ def test_forgetting_a_conversation_leaves_no_byte_of_it_in_the_files(indexed, ho
 
 
 def test_a_forgotten_conversation_leaves_no_term_in_the_saved_copies(tmp_path, home, monkeypatch):
-    """The layout saved for the next process (SQLiteStore.save_copies) lists every term: a
+    """The layout saved for the next process (Store.save_copies) lists every term: a
     forget drops it in its own transaction."""
     monkeypatch.setattr(store_base, "SAVE_AFTER", 1)  # saved as a large memory's are
     with Memory(home) as memory:

@@ -226,7 +226,7 @@ def test_an_unreadable_saved_copy_is_built_from_the_rows(home, tmp_path, save_ea
         db.execute("UPDATE saved_copies SET data = x'00ff'")
     with caplog.at_level(logging.WARNING, logger="ireneo.store"), Memory(home) as memory:
         assert recalled(memory, "P-003 seal") == expected
-        assert "the saved layout is unreadable" in caplog.text
+        assert f"{home / 'memory.db'}: the saved layout is unreadable" in caplog.text
         assert saved_rows(home) == {}  # dropped: the next index saves them again
         memory.embed_pending()
         assert saved_rows(home) == {"layout": 2, "vectors": 2}

@@ -12,9 +12,10 @@ from __future__ import annotations
 import hashlib
 import logging
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -23,7 +24,7 @@ from ireneo.model import SessionSummary, Turn, format_ts
 
 if TYPE_CHECKING:
     from ireneo.store.kept import KeptCopy
-    from ireneo.store.layout import PassageLayout
+    from ireneo.store.layout import PassageLayout, PassageRow
     from ireneo.store.vectors import VectorIndex
 
 
@@ -35,6 +36,7 @@ READ_ROWS = 4096  # rows a store fetches at once in a long read (a memory's layo
 SAVE_AFTER = 2000
 
 log = logging.getLogger("ireneo.store")
+C = TypeVar("C")  # a copy search keeps: the layout or the vectors
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,10 @@ class Store(ABC):
     _layout: KeptCopy[PassageLayout]
     _vectors_kept: KeptCopy[VectorIndex]
 
+    def __str__(self) -> str:
+        """What a log line names the memory by (never a user's own id)."""
+        return type(self).__name__
+
     # -- metadata -------------------------------------------------------------------------
     @abstractmethod
     def get_meta(self, key: str) -> str | None: ...
@@ -209,6 +215,72 @@ class Store(ABC):
     def drop_vectors(self) -> None:
         """Forget every vector (before re-embedding with another model)."""
 
+    # -- search candidates --------------------------------------------------------------------
+    @abstractmethod
+    def term_stats(self, terms: list[str]) -> TermStats:
+        """BM25's corpus statistics: passages, their average length in terms, and how many
+        passages hold each of the given terms."""
+
+    def dense_search(
+        self, query: np.ndarray, limit: int, filters: Filters
+    ) -> list[tuple[int, float]]:
+        """Passages nearest to a normalised query vector (cosine), best first."""
+        index = self.vectors()
+        allowed = None if filters.empty or not len(index) else self._filtered_passage_ids(filters)
+        return index.nearest(np.asarray(query, dtype=np.float32), limit, allowed)
+
+    def dense_scores(self, query: np.ndarray, passage_ids: np.ndarray) -> np.ndarray:
+        """The cosine of each given passage, nan for one without a vector, from the vectors'
+        copy as the last `dense_search` left it: a recall asks right after that search, and
+        bringing the copy up to date again was one more query on the path it waits on (0.6 ms
+        on PostgreSQL). A vector stored in between counts from the next recall."""
+        index, _ = self._vectors_kept.state()
+        return index.cosines_of(np.asarray(query, dtype=np.float32), passage_ids)
+
+    @abstractmethod
+    def _filtered_passage_ids(self, filters: Filters) -> np.ndarray:
+        """The ids of the passages whose turns the filters admit."""
+
+    # -- search's copies in RAM, kept up to date (store/kept.py) and saved for the next process
+    def _keep_copies(self) -> None:
+        """Start the copies search reads, each from its saved copy when there is one; a store
+        calls this when it opens."""
+        from ireneo.store.kept import KeptCopy
+        from ireneo.store.layout import PassageLayout
+        from ireneo.store.vectors import VectorIndex
+
+        self._layout = KeptCopy(
+            PassageLayout,
+            lambda deletes: self._read_saved("layout", PassageLayout.from_saved, deletes),
+        )
+        self._vectors_kept = KeptCopy(
+            VectorIndex,
+            lambda deletes: self._read_saved("vectors", VectorIndex.from_saved, deletes),
+        )
+
+    def layout(self) -> PassageLayout:
+        """Where every passage sits and what recall reads of it, in RAM, brought up to date
+        (store/layout.py): the material of the windows search.py scores."""
+        return self._layout.current(
+            self._passage_counters,
+            lambda layout: layout.extended(self._passage_rows(layout.last_id)),
+        )
+
+    def vectors(self) -> VectorIndex:
+        """Every passage's vector in RAM as 8-bit codes, sorted by passage id, brought up to
+        date (store/vectors.py): what dense_search and dense_scores read."""
+        return self._vectors_kept.current(
+            self._vector_counters,
+            lambda index: index.extended(self._vector_rows(index.last_id)),
+        )
+
+    def vectors_unread(self) -> bool:
+        """Whether this process has yet to read the vectors' copy: a fresh process's first
+        recall then reads it on the calling thread while the model loads on the query worker
+        (search.window_scores); later recalls leave it to the worker, whose check of the
+        counters is a query (0.6 ms on PostgreSQL)."""
+        return not self._vectors_kept.read
+
     def save_copies(self) -> None:
         """Save what search holds in RAM (the layout, the vectors' codes) where the next process
         finds it, once the rows added since they were last saved are an eighth of them (and at
@@ -227,20 +299,46 @@ class Store(ABC):
             try:
                 self._write_saved(name, copy, deletes)
             except StorageFull:
-                log.warning("the disk is full, so search's copies were not saved")
+                log.warning("%s: the disk is full, so search's copies were not saved", self)
                 return
+
+    def _read_saved(self, name: str, read: Callable[[bytes], C], deletes: int) -> C | None:
+        """The copy saved under `name` at `deletes` deletions, or None. One that cannot be read
+        (damaged, or written by another version) is dropped, so the next index saves it again;
+        until then the copy is built from the rows, as without one."""
+        data = self._saved_data(name, deletes)
+        if data is None:
+            return None
+        try:
+            return read(data)
+        except ValueError as exc:
+            log.warning("%s: the saved %s is unreadable, built from the rows (%s)", self, name, exc)
+        self._drop_saved(name)
+        return None
 
     @abstractmethod
     def _passage_counters(self) -> tuple[int, int]:
         """(passages held, passages ever deleted): what keeps the layout's copy up to date."""
 
     @abstractmethod
+    def _passage_rows(self, after: int) -> Iterator[PassageRow]:
+        """The passages with an id above `after`, in id order, as the layout reads them."""
+
+    @abstractmethod
     def _vector_counters(self) -> tuple[int, int]:
         """(vectors held, vectors ever deleted): what keeps the vectors' copy up to date."""
 
     @abstractmethod
+    def _vector_rows(self, after: int) -> Iterator[tuple[int, np.ndarray]]:
+        """`(passage_id, vector)` of the passages with an id above `after`, in id order."""
+
+    @abstractmethod
     def _saved_rows(self, name: str) -> int:
         """How many rows the copy saved under `name` holds (0: none saved)."""
+
+    @abstractmethod
+    def _saved_data(self, name: str, deletes: int) -> bytes | None:
+        """The bytes of the copy saved under `name` at `deletes` deletions, or None."""
 
     @abstractmethod
     def _write_saved(
@@ -249,42 +347,9 @@ class Store(ABC):
         """Save `copy` under `name` in one transaction, unless a deletion since it was made at
         `deletes` deletions would leave it holding what was deleted."""
 
-    # -- search candidates --------------------------------------------------------------------
     @abstractmethod
-    def term_stats(self, terms: list[str]) -> TermStats:
-        """BM25's corpus statistics: passages, their average length in terms, and how many
-        passages hold each of the given terms."""
-
-    @abstractmethod
-    def layout(self) -> PassageLayout:
-        """Where every passage sits and what recall reads of it, in RAM, brought up to date
-        (store/layout.py): the material of the windows search.py scores."""
-
-    @abstractmethod
-    def vectors(self) -> VectorIndex:
-        """Every passage's vector in RAM as 8-bit codes, brought up to date (store/vectors.py):
-        what dense_search and dense_scores read."""
-
-    def vectors_unread(self) -> bool:
-        """Whether this process has yet to read the vectors' copy: a fresh process's first
-        recall then reads it on the calling thread while the model loads on the query worker
-        (search.window_scores); later recalls leave it to the worker, whose check of the
-        counters is a query (0.6 ms on PostgreSQL)."""
-        return not self._vectors_kept.read
-
-    @abstractmethod
-    def dense_search(
-        self, query: np.ndarray, limit: int, filters: Filters
-    ) -> list[tuple[int, float]]:
-        """Passages nearest to a normalised query vector (cosine), best first."""
-
-    def dense_scores(self, query: np.ndarray, passage_ids: np.ndarray) -> np.ndarray:
-        """The cosine of each given passage, nan for one without a vector, from the vectors'
-        copy as the last `dense_search` left it: a recall asks right after that search, and
-        bringing the copy up to date again was one more query on the path it waits on (0.6 ms
-        on PostgreSQL). A vector stored in between counts from the next recall."""
-        index, _ = self._vectors_kept.state()
-        return index.cosines_of(np.asarray(query, dtype=np.float32), passage_ids)
+    def _drop_saved(self, name: str) -> None:
+        """Drop the copy saved under `name` (one that cannot be read)."""
 
     # -- reads ----------------------------------------------------------------------------------
     def get_turns(self, session_id: str, from_seq: int | None, to_seq: int | None) -> list[Turn]:

@@ -19,13 +19,11 @@ values instead of every row (Store.save_copies). Vectors are pgvector `vector`s,
 
 from __future__ import annotations
 
-import logging
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TypeVar
 
 import numpy as np
 import psycopg
@@ -53,13 +51,9 @@ from ireneo.store.base import (
     TermStats,
     conversation_digest,
 )
-from ireneo.store.kept import KeptCopy
 from ireneo.store.layout import PassageLayout, PassageRow
 from ireneo.store.rows import blocks, blocks_json, digit_terms, first_words, session_ref
 from ireneo.store.vectors import VectorIndex
-
-T = TypeVar("T")
-log = logging.getLogger("ireneo.store")
 
 # Set first in every transaction: the user the policies admit, and where the tables are.
 _SCOPE = (
@@ -163,14 +157,7 @@ class PostgresStore(Store):
         self.user = user
         self._owns_pool = isinstance(database, str)
         self._pool = open_pool(database, max_size=2) if isinstance(database, str) else database
-        self._vectors_kept = KeptCopy(
-            VectorIndex,
-            lambda deletes: self._read_saved("vectors", VectorIndex.from_saved, deletes),
-        )
-        self._layout = KeptCopy(
-            PassageLayout,
-            lambda deletes: self._read_saved("layout", PassageLayout.from_saved, deletes),
-        )
+        self._keep_copies()
         with self._transaction() as cur:
             cur.execute("INSERT INTO users VALUES (%s) ON CONFLICT DO NOTHING", (self.user,))
             cur.execute(
@@ -431,27 +418,20 @@ class PostgresStore(Store):
                 (self.user, name, len(copy), deletes, data),
             )
 
-    def _read_saved(self, name: str, read: Callable[[bytes], T], deletes: int) -> T | None:
-        """The copy saved under `name` at `deletes` deletions, or None. One that cannot be read
-        (written by another version) is dropped, so the next index saves it again; until then
-        the copy is built from the rows, as without one."""
+    def _saved_data(self, name: str, deletes: int) -> bytes | None:
         with self._transaction() as cur:
             row = cur.execute(
                 "SELECT data FROM saved_copies WHERE user_id = %s AND name = %s AND deletes = %s",
                 (self.user, name, deletes),
                 binary=True,  # the bytes as they are: text would send them as hex, twice the size
             ).fetchone()
-        if row is None:
-            return None
-        try:
-            return read(row[0])
-        except ValueError as exc:
-            log.warning("the saved %s is unreadable, built from the rows (%s)", name, exc)
+        return row[0] if row else None
+
+    def _drop_saved(self, name: str) -> None:
         with self._transaction() as cur:
             cur.execute(
                 "DELETE FROM saved_copies WHERE user_id = %s AND name = %s", (self.user, name)
             )
-        return None
 
     # -- search candidates ---------------------------------------------------------------------------
     def term_stats(self, terms: list[str]) -> TermStats:
@@ -469,12 +449,6 @@ class PostgresStore(Store):
         passages, total = row if row else (0, 0)
         return TermStats(passages, total / passages if passages else 0.0, df)
 
-    def layout(self) -> PassageLayout:
-        return self._layout.current(
-            self._passage_counters,
-            lambda layout: layout.extended(self._passage_rows(layout.last_id)),
-        )
-
     def _passage_counters(self) -> tuple[int, int]:
         row = self._one(
             "SELECT passages, passage_deletes FROM corpus WHERE user_id = %s", (self.user,)
@@ -490,21 +464,6 @@ class PostgresStore(Store):
             (self.user, after),
         )
         return (PassageRow(*row) for row in rows)
-
-    def dense_search(
-        self, query: np.ndarray, limit: int, filters: Filters
-    ) -> list[tuple[int, float]]:
-        index = self.vectors()
-        allowed = None if filters.empty or not len(index) else self._filtered_passage_ids(filters)
-        return index.nearest(_vector(query), limit, allowed)
-
-    def vectors(self) -> VectorIndex:
-        """This replica's copy of the user's vectors, sorted by passage id, brought up to date
-        from `corpus.vectors` and `corpus.vector_deletes` (store/kept.py)."""
-        return self._vectors_kept.current(
-            self._vector_counters,
-            lambda index: index.extended(self._vector_rows(index.last_id)),
-        )
 
     def _vector_counters(self) -> tuple[int, int]:
         row = self._one(

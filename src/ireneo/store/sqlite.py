@@ -12,16 +12,14 @@ little-endian blobs, one per passage. Explicit memories have an FTS5 index of th
 from __future__ import annotations
 
 import json
-import logging
 import secrets
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
 
 import numpy as np
 
@@ -44,7 +42,6 @@ from ireneo.store.base import (
     TermStats,
     conversation_digest,
 )
-from ireneo.store.kept import KeptCopy
 from ireneo.store.layout import PassageLayout, PassageRow
 from ireneo.store.rows import blocks as _blocks
 from ireneo.store.rows import blocks_json as _blocks_json
@@ -56,9 +53,6 @@ from ireneo.store.vectors import VectorIndex
 DB_NAME = "memory.db"
 
 WAL_LIMIT = 8 * 2**20  # bytes
-
-log = logging.getLogger("ireneo.store")
-T = TypeVar("T")
 
 
 # Numbered migrations, applied in order and recorded in the `migrations` table.
@@ -251,7 +245,7 @@ MIGRATIONS: list[str] = [
         UPDATE corpus SET passages = passages - 1, terms = terms - old.term_count;
     END;
     """,
-    # 8: the layout and the vectors' codes saved for the next process (SQLiteStore.save_copies).
+    # 8: the layout and the vectors' codes saved for the next process (Store.save_copies).
     # A deletion drops the saved copy it touches in its own transaction: what is forgotten does
     # not stay behind in one.
     """
@@ -292,8 +286,10 @@ class SQLiteStore(Store):
             if _is_full(exc):
                 raise StorageFull(FULL) from exc
             raise
-        self._vectors_kept = KeptCopy(VectorIndex, self._saved_vectors)
-        self._layout = KeptCopy(PassageLayout, self._saved_layout)
+        self._keep_copies()
+
+    def __str__(self) -> str:
+        return str(self.path)
 
     # -- plumbing ---------------------------------------------------------------------------
     def _migrate(self) -> None:
@@ -467,12 +463,6 @@ class SQLiteStore(Store):
             )
         return TermStats(passages, total / passages if passages else 0.0, df)
 
-    def layout(self) -> PassageLayout:
-        return self._layout.current(
-            self._passage_counters,
-            lambda layout: layout.extended(self._passage_rows(layout.last_id)),
-        )
-
     def _passage_counters(self) -> tuple[int, int]:
         with self._lock:
             return self._db.execute("SELECT passages, passage_deletes FROM corpus").fetchone()
@@ -499,13 +489,6 @@ class SQLiteStore(Store):
                 return
             yield from rows
 
-    def dense_search(
-        self, query: np.ndarray, limit: int, filters: Filters
-    ) -> list[tuple[int, float]]:
-        index = self.vectors()
-        allowed = None if filters.empty or not len(index) else self._filtered_passage_ids(filters)
-        return index.nearest(query, limit, allowed)
-
     def _saved_rows(self, name: str) -> int:
         with self._lock:
             row = self._db.execute(
@@ -525,16 +508,7 @@ class SQLiteStore(Store):
                     (name, len(copy), deletes, data),
                 )
 
-    def _saved_layout(self, deletes: int) -> PassageLayout | None:
-        return self._read_saved("layout", PassageLayout.from_saved, deletes)
-
-    def _saved_vectors(self, deletes: int) -> VectorIndex | None:
-        return self._read_saved("vectors", VectorIndex.from_saved, deletes)
-
-    def _read_saved(self, name: str, read: Callable[[bytes], T], deletes: int) -> T | None:
-        """The copy saved under `name` at `deletes` deletions, or None. One that cannot be read
-        (damaged, or written by another version) is dropped, so the next index saves it again;
-        until then the copy is built from the rows, as without one."""
+    def _saved_data(self, name: str, deletes: int) -> bytes | None:
         with self._lock:
             row = self._db.execute(
                 "SELECT rowid FROM saved_copies WHERE name = ? AND deletes = ?", (name, deletes)
@@ -543,26 +517,14 @@ class SQLiteStore(Store):
                 return None
             # straight into one buffer: a SELECT copies the blob twice (~10 ms at 24 MB)
             with self._db.blobopen("saved_copies", "data", row[0], readonly=True) as blob:
-                data = blob.read()
-        try:
-            return read(data)
-        except ValueError as exc:
-            log.warning(
-                "%s: the saved %s is unreadable, built from the rows (%s)", self.path, name, exc
-            )
+                return blob.read()
+
+    def _drop_saved(self, name: str) -> None:
         try:
             with self._transaction() as db:
                 db.execute("DELETE FROM saved_copies WHERE name = ?", (name,))
         except (sqlite3.Error, StorageFull):
             pass  # it stays unread, and is replaced when saved again
-        return None
-
-    def vectors(self) -> VectorIndex:
-        """The in-memory copy of all vectors, sorted by passage id, brought up to date."""
-        return self._vectors_kept.current(
-            self._vector_counters,
-            lambda index: index.extended(self._vector_rows(index.last_id)),
-        )
 
     def _vector_counters(self) -> tuple[int, int]:
         with self._lock:
