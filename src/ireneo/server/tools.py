@@ -115,6 +115,18 @@ def returned_turns(hits: list[Hit]) -> list[tuple[str, int]]:
     return [(hit.session_id, turn.seq) for hit in hits for turn in [hit, *hit.context]]
 
 
+def recall_answer(
+    memory: Memory, query: str, k: int, max_chars: int | None
+) -> tuple[list[Hit], str]:
+    """The hits `recall_my_conversations` finds for `query` and the text it shows of them
+    (whole passages within `max_chars`; "" without a hit). The LoCoMo bench reads the same."""
+    hits = memory.recall(query, k=k)
+    if not hits:
+        return hits, ""
+    refs = {hit.session_id: memory.session_ref(hit.session_id) for hit in hits}
+    return hits, render_hits(hits, max_chars=max_chars, refs=refs).strip()
+
+
 class Recaller:
     """Bounded, fail-soft recall: at most `concurrency` at once, each within `timeout` seconds."""
 
@@ -219,13 +231,11 @@ class Recaller:
         with lease() as memory:
             if memory is None:
                 return NO_MEMORY, "no_memory"
-            hits = memory.recall(query, k=self.k)
+            hits, text = recall_answer(memory, query, self.k, self.max_chars)
             if not hits:  # only now ask whether anything is stored at all: it costs a count
                 if memory.is_empty():
                     return NO_MEMORY, "no_memory"
                 return NOTHING_RELEVANT, "nothing"
-            refs = {hit.session_id: memory.session_ref(hit.session_id) for hit in hits}
-            text = render_hits(hits, max_chars=self.max_chars, refs=refs).strip()
             note_returned(memory, returned_turns(hits))
             return (text or NOTHING_RELEVANT), f"hits:{len(hits)}"
 
