@@ -378,6 +378,17 @@ def reembed(memory: Memory, as_json: bool, target: str) -> None:
     help="Also store every history in this PostgreSQL database (the server's role, schema "
     "upgraded) and compare the two stores.",
 )
+@click.option(
+    "--locomo",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Instead: recall on the LoCoMo file you downloaded (locomo10.json), judged by the "
+    "evidence the tool's answer shows (results in OUT/locomo).",
+)
+@click.option(
+    "--samples",
+    type=click.IntRange(1),
+    help="--locomo: only the first N samples (a quick run) [all].",
+)
 def bench(
     quick: bool,
     sizes,
@@ -391,10 +402,24 @@ def bench(
     clients,
     seconds,
     database_url,
+    locomo,
+    samples,
 ) -> None:
     """Measure recall accuracy and cost on synthetic histories, against baselines."""
     from datetime import datetime
 
+    if locomo:
+        from ireneo.bench import locomo as locomo_bench
+
+        try:
+            with _bench_stages() as stage:
+                document = locomo_bench.run(
+                    locomo_bench.LocomoConfig(locomo, samples, model, out), stage
+                )
+        except locomo_bench.LocomoError as exc:
+            raise click.ClickException(str(exc)) from exc
+        click.echo(locomo_bench.save(document, out).read_text())
+        return
     if load:
         from ireneo.bench.load import LoadConfig, run_load
 
