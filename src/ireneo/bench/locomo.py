@@ -259,17 +259,13 @@ def shown_turns(hits: list[Hit], text: str, refs: dict[str, str]) -> list[Key]:
         if number == 1:  # the best passage alone was too long: its beginning is shown
             kept = _common_prefix(block, text)
             offset = 0
-            for key in hit_turns(hit):
-                role = hit.role if key[1] == hit.seq else _role(hit, key[1])
-                offset = block.find(f"[{key[1]}] {role}: ", offset)
-                if 0 <= offset < kept:
+            for key in hit_turns(hit):  # each turn's line starts "  > [seq] " or "    [seq] "
+                found = [block.find(f"\n{lead}[{key[1]}] ", offset) for lead in ("  > ", "    ")]
+                offset = min((at for at in found if at >= 0), default=len(block))
+                if offset + 1 < kept:
                     shown.setdefault(key)
         break
     return list(shown)
-
-
-def _role(hit: Hit, seq: int) -> str:
-    return next(c.role for c in hit.context if c.seq == seq)
 
 
 def _common_prefix(a: str, b: str) -> int:
@@ -436,7 +432,7 @@ def document(
 ) -> dict:
     times = sorted(s.ms for s in scored)
     return {
-        "started": datetime.now().strftime("%Y-%m-%d %H:%M"),
+        "started": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "file": Path(config.path).name,
         "model": model,
         "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0]},
