@@ -40,6 +40,7 @@ from ireneo.embed import DEFAULT_MODEL, load_embedder
 from ireneo.memories import Memories, MemoryPolicy, utc_now
 from ireneo.server.auth import build_verifier, caller_user
 from ireneo.server.chat import ChatRoutes
+from ireneo.server.deadlines import BodyDeadline, read_deadline_protocol
 from ireneo.server.forget import AUDIT_FILE, AuditFile, ForgetRoutes, Forgetter, Retention
 from ireneo.server.indexer import Indexer
 from ireneo.server.ingest import IngestRoute
@@ -307,7 +308,10 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
         path="/mcp",
         stateless_http=True,
         json_response=True,
-        middleware=[Middleware(RequestLog)],
+        middleware=[
+            Middleware(RequestLog),
+            Middleware(BodyDeadline, timeout=settings.read_timeout, limit=_body_limit(settings)),
+        ],
     )
     app.state.ireneo = ServerState(
         settings,
@@ -323,6 +327,28 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
         ingest,
     )
     return app
+
+
+def uvicorn_options(settings: Settings) -> dict:
+    """How `ireneo serve` runs uvicorn: its h11 protocol with read deadlines on every request's
+    head and body (ireneo.server.deadlines), no access log of its own (RequestLog logs)."""
+    return {
+        "log_config": None,
+        "access_log": False,
+        "lifespan": "on",
+        "http": read_deadline_protocol(settings.read_timeout),
+    }
+
+
+def _body_limit(settings: Settings) -> Callable[[str], int]:
+    """The most bytes BodyDeadline reads for a path: POST /turns' own limit; elsewhere the
+    MCP library's 4 MiB (routes keep their own, smaller, limits: /mcp's BodyLimit, /chat)."""
+    general = max(4 * 1024 * 1024, settings.max_body_bytes)
+
+    def limit(path: str) -> int:
+        return settings.max_body_bytes if path == "/turns" else general
+
+    return limit
 
 
 async def _warm_up(name: str | None) -> None:

@@ -64,13 +64,13 @@ def serve(host: str, port: int, home: Path | None, dev: bool, upgrade_db: bool) 
         log_event(log, "dev_mode", level=logging.WARNING, ingest_key_set=bool(settings.ingest_key))
         if not _is_loopback(host):
             log_event(log, "dev_mode_public_address", level=logging.WARNING, host=host)
-    from ireneo.server.app import ConfigError
+    from ireneo.server.app import ConfigError, uvicorn_options
 
     try:
         app = create_app(settings)
     except ConfigError as exc:
         raise click.ClickException(f"refusing to start: {exc}") from None
-    uvicorn.run(app, host=host, port=port, log_config=None, access_log=False, lifespan="on")
+    uvicorn.run(app, host=host, port=port, **uvicorn_options(settings))
 
 
 @click.command("mcp")

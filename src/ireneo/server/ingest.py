@@ -8,8 +8,10 @@ schedules the user's index run and answers 202.
 
 Admission is bounded: at most `concurrency` stores run at once (in worker threads, which recall
 shares), and at most `queue` requests are admitted, running or waiting; past that a request is
-refused at once with 429 and `Retry-After`, before its body is read, so a flood costs little and
-the server answers again as soon as it drains.
+refused at once with 429 and `Retry-After`, and the server answers again as soon as it drains.
+A request is admitted only once its whole body has arrived (`BodyDeadline` reads it within
+IRENEO_READ_TIMEOUT, ireneo.server.deadlines), so a client that stalls mid-body costs one
+connection for that long, never a place in the queue.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import hmac
 import logging
 import time
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
 from ireneo.errors import FormatError, StorageFull, UnknownModel
@@ -75,6 +77,12 @@ class IngestRoute:
     async def _handle(self, request: Request) -> tuple[JSONResponse, dict]:
         if not self._authorised(request):
             return _error(401, "unauthorized: send the ingest key in the x-ingest-key header"), {}
+        try:
+            raw = await self._read_body(request)
+        except BodyTooLarge:
+            return _error(413, f"body larger than {self.max_body_bytes} bytes"), {}
+        except ClientDisconnect:
+            return _error(400, "the client went away before its body arrived"), {}
         if self.admitted >= self.queue:
             self.refused += 1
             response = _error(
@@ -84,15 +92,11 @@ class IngestRoute:
             return response, {"outcome": "overloaded"}
         self.admitted += 1
         try:
-            return await self._admitted(request)
+            return await self._admitted(raw)
         finally:
             self.admitted -= 1
 
-    async def _admitted(self, request: Request) -> tuple[JSONResponse, dict]:
-        try:
-            raw = await self._read_body(request)
-        except BodyTooLarge:
-            return _error(413, f"body larger than {self.max_body_bytes} bytes"), {}
+    async def _admitted(self, raw: bytes) -> tuple[JSONResponse, dict]:
         try:
             user, conversation_id, turns = parse_gateway_body(decode_json_body(raw))
         except FormatError as exc:

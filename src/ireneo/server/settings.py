@@ -53,6 +53,7 @@ class Settings:
     index_concurrency: int = 1
     ingest_concurrency: int = 4  # stores running at once (worker threads)
     ingest_queue: int = 64  # ingest requests admitted at once, running or waiting; then 429
+    read_timeout: float = 10.0  # seconds to send a request's head, then its body
     max_open_memories: int = 64
     # explicit memories (ireneo.memories) and the chat loop (ireneo.server.chat)
     memory_tools: bool = True  # store/search/delete_memory on /mcp (IRENEO_MEMORY_TOOLS=0: off)
@@ -117,6 +118,7 @@ class Settings:
             "index_concurrency": number("IRENEO_INDEX_CONCURRENCY", int, cls.index_concurrency),
             "ingest_concurrency": number("IRENEO_INGEST_CONCURRENCY", int, cls.ingest_concurrency),
             "ingest_queue": number("IRENEO_INGEST_QUEUE", int, cls.ingest_queue),
+            "read_timeout": number("IRENEO_READ_TIMEOUT", float, cls.read_timeout),
             "max_open_memories": number("IRENEO_MAX_OPEN_MEMORIES", int, cls.max_open_memories),
             "memory_expiry_interval": number(
                 "IRENEO_MEMORY_EXPIRY_INTERVAL", float, cls.memory_expiry_interval

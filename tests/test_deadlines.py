@@ -1,0 +1,201 @@
+"""Read deadlines, attacked with raw sockets against a real `ireneo serve` process: posts that
+stall mid-body take no place in the admission queue (other posts go through while they are
+held) and are answered 408 and closed; connections with half-sent or no headers, also ones
+trickling a byte at a time, are closed within the deadline; a slow client inside the deadline
+is served.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import httpx2
+import pytest
+
+from tests.conftest_server import (
+    INGEST_KEY,
+    SERVER_ENV,
+    conversation,
+    start_server,
+    stop_server,
+    subprocess_env,
+    wait_ready,
+)
+
+READ_TIMEOUT = 4.0
+QUEUE = 4
+SLACK = 4.0  # what a busy machine may add to a deadline
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    home = tmp_path_factory.mktemp("deadlines")
+    env = subprocess_env(
+        **SERVER_ENV,
+        IRENEO_HOME=str(home),
+        IRENEO_READ_TIMEOUT=str(READ_TIMEOUT),
+        IRENEO_INGEST_QUEUE=str(QUEUE),
+        IRENEO_INGEST_CONCURRENCY="1",
+    )
+    process, url = start_server(env)
+    try:
+        wait_ready(process, url)
+        yield url
+    finally:
+        stop_server(process)
+
+
+def address(url: str) -> tuple[str, int]:
+    host, port = url.removeprefix("http://").split(":")
+    return host, int(port)
+
+
+def connect(url: str) -> socket.socket:
+    sock = socket.create_connection(address(url), timeout=10)
+    return sock
+
+
+def stalled_post(url: str, user: str, n: int) -> socket.socket:
+    """A post whose body stops a little after its start, Content-Length promising more."""
+    body = json.dumps(conversation(f"stall-{n}", ["Stalled turn."], user=user)).encode()
+    sock = connect(url)
+    sock.sendall(
+        b"POST /turns HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\n"
+        + f"x-ingest-key: {INGEST_KEY}\r\ncontent-length: {len(body)}\r\n\r\n".encode()
+        + body[:20]
+    )
+    return sock
+
+
+def still_open(sock: socket.socket) -> bool:
+    """Nothing received and no end of stream yet (checked without waiting)."""
+    sock.setblocking(False)
+    try:
+        return not sock.recv(1, socket.MSG_PEEK) and False
+    except BlockingIOError:
+        return True
+    finally:
+        sock.setblocking(True)
+
+
+def read_until_closed(sock: socket.socket, timeout: float) -> tuple[bytes, float]:
+    """Everything the server sends until it closes the connection, and when it closed it."""
+    sock.settimeout(timeout)
+    received = b""
+    try:
+        while chunk := sock.recv(65536):
+            received += chunk
+    except ConnectionResetError:
+        pass
+    return received, time.monotonic()
+
+
+def post(url: str, body: dict) -> httpx2.Response:
+    return httpx2.post(f"{url}/turns", json=body, headers={"x-ingest-key": INGEST_KEY}, timeout=30)
+
+
+def test_stalled_bodies_take_no_queue_place_and_are_answered_408(server):
+    assert post(server, conversation("warm", ["Warm up."], user="olga")).status_code == 202
+    stalled = [stalled_post(server, "staller", n) for n in range(QUEUE * 4)]
+    try:
+        started = time.monotonic()
+        # with four times the queue stalled, other posts still go through, at once
+        for n in range(QUEUE + 2):
+            response = post(server, conversation(f"ok-{n}", [f"Fine turn FT-{n}."], user="olga"))
+            assert response.status_code == 202, response.text
+        assert all(still_open(sock) for sock in stalled)  # all while the stalled ones are held
+        for sock in stalled:
+            received, closed = read_until_closed(sock, READ_TIMEOUT + SLACK)
+            assert received.startswith(b"HTTP/1.1 408"), received[:80]
+            assert b"did not arrive within" in received
+            assert closed - started <= READ_TIMEOUT + SLACK
+    finally:
+        for sock in stalled:
+            sock.close()
+    assert post(server, conversation("after", ["After the stall."], user="olga")).status_code == 202
+
+
+def test_half_sent_and_absent_headers_are_closed_within_the_deadline(server):
+    started = time.monotonic()
+    half = []
+    for n in range(150):
+        sock = connect(server)
+        sock.sendall(f"POST /turns HTTP/1.1\r\nhost: test\r\nx-n: {n}\r\n".encode())
+        half.append(sock)
+    silent = [connect(server) for _ in range(50)]
+    try:
+        health = httpx2.get(f"{server}/health", timeout=10)  # the server answers meanwhile
+        assert health.status_code == 200
+        for sock in half:
+            received, closed = read_until_closed(sock, READ_TIMEOUT + SLACK)
+            assert received.startswith(b"HTTP/1.1 408"), received[:80]
+            assert closed - started <= READ_TIMEOUT + SLACK
+        for sock in silent:
+            received, closed = read_until_closed(sock, READ_TIMEOUT + SLACK)
+            assert received == b""
+            assert closed - started <= READ_TIMEOUT + SLACK
+    finally:
+        for sock in half + silent:
+            sock.close()
+
+
+def test_a_head_trickled_a_byte_at_a_time_is_closed_at_the_deadline(server):
+    head = b"GET /health HTTP/1.1\r\nhost: test\r\n" + b"x-pad: " + b"a" * 200
+    sock = connect(server)
+    started = time.monotonic()
+    closed_at = None
+    try:
+        for byte in head:  # a byte every 0.1 s: never idle, never done
+            try:
+                sock.sendall(bytes([byte]))
+            except (BrokenPipeError, ConnectionResetError):
+                closed_at = time.monotonic()
+                break
+            if not still_open(sock):
+                closed_at = time.monotonic()
+                break
+            time.sleep(0.1)
+            assert time.monotonic() - started <= READ_TIMEOUT + SLACK, "never closed"
+    finally:
+        sock.close()
+    assert closed_at is not None
+    assert READ_TIMEOUT - 0.5 <= closed_at - started <= READ_TIMEOUT + SLACK
+
+
+def test_a_half_sent_head_after_a_served_request_is_closed_too(server):
+    sock = connect(server)
+    try:
+        sock.sendall(b"GET /health HTTP/1.1\r\nhost: test\r\n\r\n")
+        sock.settimeout(10)
+        first = sock.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200")
+        started = time.monotonic()
+        sock.sendall(b"GET /health HTTP/1.1\r\nhost: te")  # the next request, half sent
+        received, closed = read_until_closed(sock, READ_TIMEOUT + SLACK)
+        assert received.startswith(b"HTTP/1.1 408")
+        assert closed - started <= READ_TIMEOUT + SLACK
+    finally:
+        sock.close()
+
+
+def test_a_slow_client_inside_the_deadline_is_served(server):
+    body = json.dumps(conversation("slow", ["A slow but steady turn SL-1."], user="sam")).encode()
+    sock = connect(server)
+    try:
+        sock.sendall(b"POST /turns HTTP/1.1\r\nhost: test\r\n")
+        time.sleep(READ_TIMEOUT / 4)
+        sock.sendall(
+            b"content-type: application/json\r\n"
+            + f"x-ingest-key: {INGEST_KEY}\r\ncontent-length: {len(body)}\r\n\r\n".encode()
+        )
+        time.sleep(READ_TIMEOUT / 4)
+        sock.sendall(body[:30])
+        time.sleep(READ_TIMEOUT / 4)
+        sock.sendall(body[30:])
+        sock.settimeout(30)
+        answer = sock.recv(65536)
+    finally:
+        sock.close()
+    assert answer.startswith(b"HTTP/1.1 202"), answer[:200]
