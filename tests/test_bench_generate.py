@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from ireneo.bench import generate as gen
+from ireneo.bench import templates
 from ireneo.bench.generate import (
     ATTRIBUTES,
     EPOCH,
@@ -195,7 +196,7 @@ def test_small_histories_get_fewer_questions():
     [
         {"conversations": 0},
         {"conversations": 10, "lang": "de"},
-        {"conversations": 10, "family": "C"},
+        {"conversations": 10, "family": "D"},
         {"conversations": 10, "questions": -1},
     ],
 )
@@ -231,10 +232,9 @@ def test_sites_recur():
 def test_the_twelve_people_recur_everywhere():
     h = history("en", "A")
     texts = list(session_texts(h).values())
-    from ireneo.bench.templates_en import PEOPLE
-
-    assert len(PEOPLE) == 12
-    for name in PEOPLE:
+    people = gen.load_language("en").people
+    assert len(people) == 12
+    for name in people:
         assert sum(bool(re.search(rf"\b{name}\b", t)) for t in texts) >= 30
 
 
@@ -292,7 +292,7 @@ def test_questions_file(tmp_path):
 @pytest.mark.parametrize(("lang", "family"), VARIANTS)
 def test_conversations_shape_dates_and_lengths(lang, family):
     h = history(lang, family)
-    low, high = getattr(gen.load_pack(lang), "WORDS", (gen.MIN_WORDS, gen.MAX_WORDS))
+    low, high = gen.load_language(lang).words
     by_session: dict[str, list] = defaultdict(list)
     for turn in h.turns:
         by_session[turn.session_id].append(turn)
@@ -339,18 +339,19 @@ def test_russian_and_korean_are_written_in_their_script(lang, script, family):
     assert letters > 100_000
 
 
-def test_families_differ():
+@pytest.mark.parametrize(("one", "other"), [("A", "B"), ("A", "C"), ("B", "C")])
+def test_families_differ(one, other):
     for lang in LANGS:
-        a = {t.text for t in history(lang, "A").turns}
-        b = {t.text for t in history(lang, "B").turns}
+        a = {t.text for t in history(lang, one).turns}
+        b = {t.text for t in history(lang, other).turns}
         assert not a & b
-        qa = {q.long for q in history(lang, "A").questions}
-        qb = {q.long for q in history(lang, "B").questions}
+        qa = {q.long for q in history(lang, one).questions}
+        qb = {q.long for q in history(lang, other).questions}
         assert not qa & qb
 
 
 def test_korean_particles_follow_the_last_sound():
-    from ireneo.bench.templates_ko import modify
+    modify = gen.load_language("ko").modify
 
     assert modify("CH-294", "의") == "CH-294의"
     assert modify("CH-294", "이/가") == "CH-294가"  # 사
@@ -362,7 +363,7 @@ def test_korean_particles_follow_the_last_sound():
     assert modify("2.7%", "이에요/예요") == "2.7%예요"
 
 
-# --- the language packs -------------------------------------------------------------------------
+# --- the template files --------------------------------------------------------------------------
 
 _PARTS = (
     "greet",
@@ -383,16 +384,6 @@ _PARTS = (
     "short_id",
     "short_site",
 )
-_KINDED = (
-    "fact",
-    "ack",
-    "advice",
-    "split_problem",
-    "split_ask",
-    "split_answer",
-    "q_long",
-    "q_short",
-)
 
 
 def _templates(value):
@@ -410,71 +401,238 @@ def _slots(template: str) -> set[str]:
     return {m.group(1).lower() for m in gen._SLOT.finditer(template)}
 
 
+def _parts(fam: dict) -> list[str]:
+    """The parts a family's shapes use, besides those every family has."""
+    weights = fam.get("shapes", templates.DEFAULT_WEIGHTS)
+    used = {
+        spec.rstrip("?!")
+        for name, weight in weights.items()
+        if weight
+        for message in templates.SHAPES[name]
+        for spec in message
+    }
+    return sorted(used | set(_PARTS))
+
+
 @pytest.mark.parametrize(("lang", "family"), VARIANTS)
-def test_language_packs_are_complete(lang, family):
-    pack = gen.load_pack(lang)
-    fam = pack.FAMILIES[family]
-    for part in _PARTS:
+def test_template_files_are_complete(lang, family):
+    language = gen.load_language(lang)
+    fam = gen.load_family(lang, family)
+    for part in _parts(fam):
         assert fam[part], part
-    for part in _KINDED:
-        assert set(fam[part]) == set(FACT_KINDS), part
+        if part in templates.KINDED_PARTS:
+            assert set(fam[part]) == set(FACT_KINDS), part
     for kind in FACT_KINDS:
         for attr in ATTRIBUTES[kind]:
-            entry = pack.VOCAB[VOCAB_OF[kind]][attr][family]
+            entry = fam["vocab"][VOCAB_OF[kind]][attr]
             assert entry["fact"] and entry["q"] and entry["short"], (kind, attr)
         answer_slot = "owner" if kind == "owner" else "ans"
         for template in fam["fact"][kind]:
             assert {"eq", "kind", "site", "attr", answer_slot} <= _slots(template), template
-        for template in fam["split_problem"][kind]:
-            assert {"eq", "kind", "site", "attr"} <= _slots(template), template
-        for template in fam["split_answer"][kind]:
-            assert answer_slot in _slots(template), template
-        for template in fam["q_long"][kind] + fam["q_short"][kind]:
-            assert {"target", "attr"} <= _slots(template) or {"target_s", "attr_s"} <= _slots(
-                template
-            ), template
-    assert len(pack.PEOPLE) == gen.PEOPLE
-    assert len({gen._plain(pack.owner(i)) for i in range(gen.ROSTER)}) == gen.ROSTER
-    assert len({gen._plain(pack.site_name(c)) for c in range(5000)}) == 5000
+        for template in fam["q_long"][kind]:
+            assert {"target", "attr"} <= _slots(template), template
+        for template in fam["q_short"][kind]:
+            assert {"target_s", "attr_s"} <= _slots(template), template
+    assert len(language.people) == gen.PEOPLE
+    assert len({gen._plain(language.owner(i)) for i in range(gen.ROSTER)}) == gen.ROSTER
+    assert len({gen._plain(language.site_name(c)) for c in range(5000)}) == 5000
 
 
 @pytest.mark.parametrize(("lang", "family"), VARIANTS)
 def test_every_template_fills(lang, family):
     """Every slot and grammatical form a template asks for exists (not only those drawn)."""
-    pack = gen.load_pack(lang)
-    fam = pack.FAMILIES[family]
-    fill = gen._Filler(pack)
-    base = {"eq": "P-003", "kind": pack.KINDS["pump"], "site": pack.site_name(0)}
+    language = gen.load_language(lang)
+    fam = gen.load_family(lang, family)
+    fill = gen._Filler(language)
+    kinds = [language.kinds["pump"], *fam.get("question_kinds", {}).get("chiller", [])]
     slots = {
-        **base,
+        "eq": "P-003",
+        "kind": language.kinds["pump"],
+        "site": language.site_name(0),
         "ans": "MT-1040",
-        "owner": pack.owner(1),
-        "p1": pack.PEOPLE[0],
-        "p2": pack.PEOPLE[1],
-        "day": pack.DAYS[0],
-        "site2": pack.site_name(400),
+        "owner": language.owner(1),
+        "p1": language.people[0],
+        "p2": language.people[1],
+        "day": language.days[0],
+        "site2": language.site_name(400),
         "mt": "MT-2000",
         "dr": "DR-3000",
         "oeq": "K-019",
-        "okind": pack.KINDS["compressor"],
-        "osite": pack.site_name(7),
+        "okind": language.kinds["compressor"],
+        "osite": language.site_name(7),
         "target_s": "P-003",
     }
-    targets = [fill.forms(v, base) for k in ("target_id", "target_site") for v in fam[k]]
+    targets = [
+        fill.forms(v, {**slots, "kind": kind})
+        for kind in kinds
+        for part in ("target_id", "target_site")
+        for v in fam[part]
+    ]
+    kinded = [p for p in _parts(fam) if p in templates.KINDED_PARTS]
     for kind in FACT_KINDS:
         for attr in ATTRIBUTES[kind]:
-            entry = pack.VOCAB[VOCAB_OF[kind]][attr][family]
+            entry = fam["vocab"][VOCAB_OF[kind]][attr]
             for form in ("fact", "q", "short"):
                 for value in entry[form]:
                     slots["attr"] = slots["attr_s"] = value
                     for target in targets:
                         slots["target"] = target
-                        for part in _KINDED:
+                        for part in kinded:
                             for template in _templates(fam[part][kind]):
                                 assert "{" not in fill(template, slots), template
-    for part in _PARTS:
-        for template in _templates(fam[part]):
-            assert "{" not in fill(template, {**slots, "attr": "x"}), template
+    for part in _parts(fam):
+        if part not in templates.KINDED_PARTS:
+            for kind in kinds:
+                for template in _templates(fam[part]):
+                    text = fill(template, {**slots, "kind": kind, "attr": "x"})
+                    assert "{" not in text, template
+
+
+def test_family_c_has_its_own_shapes():
+    """The answer first and the machine only two turns later; the fact between other machines."""
+    for lang in LANGS:
+        h = history(lang, "C")
+        texts = session_texts(h)
+        turns: dict[str, list[str]] = defaultdict(list)
+        for turn in h.turns:
+            turns[turn.session_id].append(turn.text)
+        answer_first = sum(
+            f.answer in turns[f.session_id][0] and f.equipment not in turns[f.session_id][0]
+            for f in h.facts
+        )
+        assert answer_first > N // 10, lang
+        crowded = sum(
+            len([e for e in set(ID.findall(turns[f.session_id][0])) if e in h.equipment]) >= 3
+            for f in h.facts
+        )
+        assert crowded > N // 10, lang
+        assert len(texts) == N
+
+
+def test_family_c_questions_name_kinds_the_histories_never_use():
+    for lang in LANGS:
+        language = gen.load_language(lang)
+        fam = gen.load_family(lang, "C")
+        h = history(lang, "C")
+        corpus = "\n".join(t.text for t in h.turns)
+        asked = " ".join(q.long + " " + q.short for q in h.questions)
+        new = 0
+        for kind, names in fam["question_kinds"].items():
+            for name in names:
+                plain = gen._plain(name)
+                if plain != gen._plain(language.kinds[kind]):
+                    assert plain not in corpus, (lang, plain)
+                    new += plain in asked
+        assert new >= 4, lang
+
+
+def _write(path: Path, data: dict) -> Path:
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def _family(lang: str = "en", family: str = "C") -> dict:
+    return json.loads((templates.HERE / f"{lang}-{family}.json").read_text(encoding="utf-8"))
+
+
+_VOCAB = dict(gen._VOCABULARY)
+_KINDS = tuple(gen.EQUIPMENT_KINDS)
+
+
+def test_a_good_file_reads(tmp_path):
+    data = templates.read_family(_write(tmp_path / "en-X.json", _family()), _VOCAB, _KINDS)
+    assert data == gen.load_family("en", "C")
+
+
+@pytest.mark.parametrize(
+    ("break_it", "field", "problem"),
+    [
+        (lambda d: d.pop("q_short"), "q_short", "missing"),
+        (lambda d: d.pop("lead_answer"), "lead_answer", "missing"),
+        (lambda d: d["fact"].pop("owner"), "fact", "keys ticket"),
+        (lambda d: d.update(greet="Hi."), "greet", "non-empty list"),
+        (lambda d: d.update(greet=[]), "greet", "non-empty list"),
+        (
+            lambda d: d["fact"]["ticket"].append("On {eq} at the {site}, {attr}."),
+            "fact.ticket[3]",
+            "needs {ans}",
+        ),
+        (
+            lambda d: d["split_problem"]["ticket"].append("{kind} {eq}, {site}: {attr}, {ans}."),
+            "split_problem.ticket[2]",
+            "must not have {ans}",
+        ),
+        (lambda d: d["small"].append("Lunch with {p3}."), "small[19]", "unknown slot {p3}"),
+        (lambda d: d["close"].append("Bye {owner}."), "close[3]", "unknown slot {owner}"),
+        (lambda d: d["chatter"].append("All quiet at the {osite}."), "chatter[9]", "needs {oeq}"),
+        (
+            lambda d: d["q_long"]["owner"].append("Who has {attr}?"),
+            "q_long.owner[3]",
+            "needs {target}",
+        ),
+        (lambda d: d["vocab"]["task"].pop("alignment"), "vocab.task.alignment", "missing"),
+        (
+            lambda d: d["vocab"]["symptom"]["vibration"].update(q=[]),
+            "vocab.symptom.vibration.q",
+            "non-empty list",
+        ),
+        (lambda d: d["shapes"].update(spiral=5), "shapes.spiral", "no such shape"),
+        (lambda d: d["question_kinds"].pop("fan"), "question_kinds.fan", "non-empty list"),
+        (lambda d: d.update(grete=["Hi."]), "grete", "not a part"),
+    ],
+)
+def test_a_malformed_family_file_is_refused_by_file_and_field(tmp_path, break_it, field, problem):
+    data = _family()
+    break_it(data)
+    path = _write(tmp_path / "en-C.json", data)
+    with pytest.raises(templates.TemplateError) as caught:
+        templates.read_family(path, _VOCAB, _KINDS)
+    message = str(caught.value)
+    assert message.startswith(f"en-C.json: {field}: "), message
+    assert problem in message, message
+    assert caught.value.field == field
+
+
+def test_a_family_without_shapes_needs_only_the_default_parts(tmp_path):
+    data = _family("ru", "A")
+    assert "shapes" not in data and "lead_answer" not in data
+    templates.read_family(_write(tmp_path / "ru-A.json", data), _VOCAB, _KINDS)
+    data["shapes"] = {"lead": 1}  # now it needs the parts that shape uses
+    with pytest.raises(templates.TemplateError, match=r"^ru-A\.json: lead_answer: missing$"):
+        templates.read_family(_write(tmp_path / "ru-A.json", data), _VOCAB, _KINDS)
+
+
+def test_a_malformed_language_file_is_refused_by_file_and_field(tmp_path):
+    data = json.loads((templates.HERE / "ko.json").read_text(encoding="utf-8"))
+    del data["kinds"]["gearbox"]
+    path = _write(tmp_path / "ko.json", data)
+    with pytest.raises(templates.TemplateError, match=r"^ko\.json: kinds\.gearbox: "):
+        templates.read_language(path, "ko", _KINDS)
+    data = json.loads((templates.HERE / "ru.json").read_text(encoding="utf-8"))
+    data["words"] = [80, 8]
+    with pytest.raises(templates.TemplateError, match=r"^ru\.json: words: "):
+        templates.read_language(_write(tmp_path / "ru.json", data), "ru", _KINDS)
+    del data["names"]["women"]
+    data["words"] = [8, 80]
+    with pytest.raises(templates.TemplateError, match=r"^ru\.json: names\.women: missing$"):
+        templates.read_language(_write(tmp_path / "ru.json", data), "ru", _KINDS)
+
+
+def test_a_file_that_is_not_json_is_refused(tmp_path):
+    path = tmp_path / "en-C.json"
+    path.write_text('{"greet": ["Hi."],', encoding="utf-8")
+    with pytest.raises(templates.TemplateError, match=r"^en-C\.json: \(file\): not JSON"):
+        templates.read_family(path, _VOCAB, _KINDS)
+    with pytest.raises(templates.TemplateError, match=r"^nowhere\.json: \(file\): cannot be read"):
+        templates.read_family(tmp_path / "nowhere.json", _VOCAB, _KINDS)
+
+
+def test_the_template_files_ship_with_the_package():
+    """Every language and family has its files beside the loader (package data: bench/templates)."""
+    names = {p.name for p in templates.HERE.glob("*.json")}
+    assert names == {f"{lang}.json" for lang in LANGS} | {
+        f"{lang}-{family}.json" for lang in LANGS for family in FAMILIES
+    }
 
 
 def test_generation_scales_linearly():

@@ -22,8 +22,9 @@ conversation and in no other; `generate` checks this on the text it produced.
 
 The world (equipment, sites, facts, which facts are asked about) depends only on N and the seed;
 the language ("en", "ru", "ko") and the template family ("A" for development, "B" held out:
-other phrasings, other questions, other small talk) only change the words. Same arguments, same
-bytes.
+other phrasings, other questions, other small talk; "C", which nobody tunes on: other shapes of
+conversation too) only change the words. The words are data files (`ireneo.bench.templates`).
+Same arguments, same bytes.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from __future__ import annotations
 import argparse
 import bisect
 import hashlib
-import importlib
 import json
 import random
 import re
@@ -41,14 +41,12 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import ModuleType
 
+from ireneo.bench import templates
+from ireneo.bench.templates import FACT_KINDS, FAMILIES, LANGS, Language
 from ireneo.formats import funes_jsonl
 from ireneo.model import Block, Turn
 
-LANGS = ("en", "ru", "ko")
-FAMILIES = ("A", "B")
-FACT_KINDS = ("ticket", "reject_rate", "owner", "decision")
 HARNESS = "bench"
 
 # Equipment kinds and their id prefixes. No prefix ends with another prefix, and ids of one
@@ -138,48 +136,10 @@ EPOCH = datetime(2025, 11, 3, tzinfo=UTC)  # a Monday; the history spans the nex
 _HOUR_WEIGHTS = (0, 0, 0, 0, 0, 1, 3, 6, 9, 9, 8, 7, 5, 7, 8, 8, 7, 5, 3, 2, 2, 1, 0, 0)
 _UUID_NS = uuid.UUID("6f1d1f9e-5b7a-4c61-9a55-4e1f2b0d6a31")
 
-# A conversation is one of these shapes: six messages, user first; each message is a list of
-# parts. "x?" is included half the time; "x!" only if the user's message before included "x"'s
-# trigger (an assistant answers a follow-up only when there was one).
-PATTERNS = {
-    "early": (
-        ("greet?", "fact", "followup"),
-        ("ack", "advice?", "a_followup"),
-        ("small", "small?", "chatter"),
-        ("a_chatter", "a_small?"),
-        ("chatter", "small?", "close?"),
-        ("a_close",),
-    ),
-    "middle": (
-        ("greet", "small", "small?"),
-        ("a_small", "a_offer?"),
-        ("chatter", "fact", "followup?"),
-        ("ack", "advice?", "a_followup!"),
-        ("small?", "chatter", "close"),
-        ("a_chatter", "a_close"),
-    ),
-    "late": (
-        ("greet", "chatter", "small?"),
-        ("a_chatter", "a_offer?"),
-        ("small", "chatter", "small?"),
-        ("a_chatter", "a_small?"),
-        ("late", "fact", "followup?"),
-        ("ack", "advice?", "a_followup!", "a_close"),
-    ),
-    "split": (
-        ("greet", "chatter", "small?"),
-        ("a_chatter", "a_offer?"),
-        ("split_problem",),
-        ("split_ask",),
-        ("split_answer", "chatter", "close?"),
-        ("ack", "advice?", "a_close"),
-    ),
-}
-_PATTERN_WEIGHTS = {"early": 25, "middle": 30, "late": 25, "split": 20}
-_KINDED_PARTS = ("fact", "ack", "advice", "split_problem", "split_ask", "split_answer")
-_FACT_PARTS = ("fact", "split_problem", "split_answer")
-_LAST_PARTS = ("close", "a_close", "split_ask", "followup", "a_followup")
-MIN_WORDS, MAX_WORDS = 8, 80  # per message; a pack may set its own WORDS (Korean counts eojeol)
+# The shapes of a conversation and the roles of its parts (kept with the templates they use).
+PATTERNS = templates.SHAPES
+_FACT_PARTS = templates.FACT_PARTS
+_LAST_PARTS = templates.LAST_PARTS
 
 
 @dataclass(frozen=True)
@@ -379,23 +339,29 @@ def _build_world(n: int, seed: int) -> _World:
 _SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([^{}]+))?\}")
 
 
-def load_pack(lang: str) -> ModuleType:
-    """The template module of one language (`ireneo.bench.templates_<lang>`)."""
-    if lang not in LANGS:
-        raise ValueError(f"unknown language {lang!r}: use one of {', '.join(LANGS)}")
-    return importlib.import_module(f"ireneo.bench.templates_{lang}")
+_VOCABULARY = tuple((VOCAB_OF[k], tuple(ATTRIBUTES[k])) for k in FACT_KINDS)
+
+
+def load_language(lang: str) -> Language:
+    """One language's shared words and rules (`templates/<lang>.json`), checked."""
+    return templates.load_language(lang, tuple(EQUIPMENT_KINDS))
+
+
+def load_family(lang: str, family: str) -> dict:
+    """One template family of one language (`templates/<lang>-<family>.json`), checked."""
+    return templates.load_family(lang, family, _VOCABULARY, tuple(EQUIPMENT_KINDS))
 
 
 class _Filler:
     """Fills `{slot}` and `{slot:form}` templates.
 
     A slot's value is a string or a dict of forms ("" is the plain one; Russian has cases,
-    English "a" for the article). A form the value does not have goes to the pack's `modify`
+    English "a" for the article). A form the value does not have goes to the language's `modify`
     (Korean attaches particles: `{eq:이/가}`). A slot spelled with a capital is capitalised.
     """
 
-    def __init__(self, pack: ModuleType):
-        self.modify = pack.modify
+    def __init__(self, language: Language):
+        self.modify = language.modify
         self._parsed: dict[str, list[str | tuple[str, str | None, bool]]] = {}
 
     def parse(self, template: str) -> list[str | tuple[str, str | None, bool]]:
@@ -453,12 +419,13 @@ class _Writer:
     def __init__(self, world: _World, lang: str, family: str):
         self.world = world
         self.family = family
-        self.pack = load_pack(lang)
-        self.fam = self.pack.FAMILIES[family]
-        self.fill = _Filler(self.pack)
-        self.sites = {code: self.pack.site_name(code) for code in world.site_codes}
-        self.people = self.pack.PEOPLE
-        self.vocab = self.pack.VOCAB
+        self.language = load_language(lang)
+        self.fam = load_family(lang, family)
+        self.fill = _Filler(self.language)
+        self.sites = {code: self.language.site_name(code) for code in world.site_codes}
+        self.people = self.language.people
+        self.vocab = self.fam["vocab"]
+        self.shapes = list(self.fam.get("shapes", templates.DEFAULT_WEIGHTS).items())
 
     # -- values -------------------------------------------------------------------------------
 
@@ -467,13 +434,13 @@ class _Writer:
 
     def answer(self, conv: _Conv) -> str:
         if conv.fact_kind == "reject_rate":
-            return self.pack.rate(int(conv.value))
+            return self.language.rate(int(conv.value))
         if conv.fact_kind == "owner":
-            return _plain(self.pack.owner(int(conv.value)))
+            return _plain(self.language.owner(int(conv.value)))
         return str(conv.value)
 
     def attr_entry(self, conv: _Conv) -> dict:
-        return self.vocab[VOCAB_OF[conv.fact_kind]][conv.attr][self.family]
+        return self.vocab[VOCAB_OF[conv.fact_kind]][conv.attr]
 
     # -- conversations ------------------------------------------------------------------------
 
@@ -484,20 +451,20 @@ class _Writer:
         others = conv.others
         slots = {
             "eq": w.eq_ids[conv.eq],
-            "kind": self.pack.KINDS[w.eq_kind[conv.eq]],
+            "kind": self.language.kinds[w.eq_kind[conv.eq]],
             "site": self.site_of(conv.eq),
             "attr": rng.choice(self.attr_entry(conv)["fact"]),
             "ans": self.answer(conv),
-            "owner": self.pack.owner(int(conv.value)) if conv.fact_kind == "owner" else "",
+            "owner": self.language.owner(int(conv.value)) if conv.fact_kind == "owner" else "",
             "p1": p1,
             "p2": p2,
-            "day": rng.choice(self.pack.DAYS),
+            "day": rng.choice(self.language.days),
             "site2": self.site_of(others[-1]),
             "mt": conv.spare_ticket or "",
             "dr": conv.spare_decision or "",
         }
-        weights = fam.get("pattern_weights", _PATTERN_WEIGHTS)
-        pattern = rng.choices(list(PATTERNS), weights=[weights[p] for p in PATTERNS])[0]
+        names = [name for name, _ in self.shapes]
+        pattern = rng.choices(names, weights=[weight for _, weight in self.shapes])[0]
         shape = PATTERNS[pattern]
         chatter = 0
         used: set[str] = set()  # no sentence twice in one conversation
@@ -518,9 +485,11 @@ class _Writer:
                         chatter += 1
                     other = others[min(max(chatter, 1), len(others)) - 1]
                     slots["oeq"] = w.eq_ids[other]
-                    slots["okind"] = self.pack.KINDS[w.eq_kind[other]]
+                    slots["okind"] = self.language.kinds[w.eq_kind[other]]
                     slots["osite"] = self.site_of(other)
-                pool = fam[name][conv.fact_kind] if name in _KINDED_PARTS else fam[name]
+                pool = fam[name]
+                if isinstance(pool, dict):  # a kinded part: templates per kind of fact
+                    pool = pool[conv.fact_kind]
                 essential = name in _FACT_PARTS or name == "chatter"
                 sentences.append((self.fill(_pick(pool, used, rng), slots), essential, name))
                 included_followup |= name == "followup"
@@ -545,8 +514,8 @@ class _Writer:
             target[at:at] = [(text, True, "spare") for text in spare]
 
         texts = []
-        joiner = self.pack.JOINER
-        low, high = getattr(self.pack, "WORDS", (MIN_WORDS, MAX_WORDS))
+        joiner = self.language.joiner
+        low, high = self.language.words
         for m, sentences in enumerate(messages):
             filler = "small" if m % 2 == 0 else "a_offer"
             words = _words(sentences)
@@ -574,9 +543,11 @@ class _Writer:
         w = self.world
         fam = self.fam
         entry = self.attr_entry(conv)
+        kind = w.eq_kind[conv.eq]
+        synonyms = fam.get("question_kinds")  # a family may name a kind otherwise in questions
         base = {
             "eq": w.eq_ids[conv.eq],
-            "kind": self.pack.KINDS[w.eq_kind[conv.eq]],
+            "kind": rng.choice(synonyms[kind]) if synonyms else self.language.kinds[kind],
             "site": self.site_of(conv.eq),
         }
         how = "id" if conv.names_id else "site"
@@ -637,7 +608,8 @@ def generate(
         raise ValueError("questions must not be negative")
     if family not in FAMILIES:
         raise ValueError(f"unknown template family {family!r}: use one of {', '.join(FAMILIES)}")
-    load_pack(lang)
+    load_language(lang)
+    load_family(lang, family)
     world = _build_world(conversations, seed)
     writer = _Writer(world, lang, family)
     rng = random.Random(f"ireneo.bench/text/{seed}/{conversations}/{lang}/{family}")
