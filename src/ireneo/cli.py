@@ -338,7 +338,7 @@ def reembed(memory: Memory, as_json: bool, target: str) -> None:
 @click.option("--langs", help="Comma-separated languages among en, ru, ko [all three].")
 @click.option(
     "--family",
-    type=click.Choice(["A", "B"]),
+    type=click.Choice(["A", "B", "C"]),
     default="A",
     show_default=True,
     help="Template family: A while tuning, B held out.",
