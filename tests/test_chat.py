@@ -381,12 +381,34 @@ def test_the_chat_settings_come_from_the_environment(tmp_path):
         Settings.from_env({**env, "IRENEO_MEMORY_DEDUP": "close"})
 
 
+class Kept(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 def test_logs_never_hold_messages_replies_customers_or_keys(desk, caplog):
+    """Whatever the logging setup: the HTTP server's access logger is given a handler of its
+    own and made to propagate (as a logging config, or pytest 9.2's caplog, may do; uvicorn
+    0.54 then logs each request's raw path whatever access_log says)."""
     remember(desk, "victor@example.com", "Victor's salary figure is 123456.")
-    with caplog.at_level(logging.INFO):
-        chat(desk, "victor@example.com", "What is my salary figure Z-999?")
-        audit(desk, "victor@example.com")
-        audit(desk, "victor@example.com", key="wrong")
+    access = logging.getLogger("uvicorn.access")
+    kept, propagated = Kept(), access.propagate
+    access.addHandler(kept)
+    access.propagate = True
+    try:
+        with caplog.at_level(logging.DEBUG):
+            chat(desk, "victor@example.com", "What is my salary figure Z-999?")
+            audit(desk, "victor@example.com")
+            audit(desk, "victor@example.com", key="wrong")
+            desk.http.get("/memories/victor%40example.com?q=salary", headers={"x-admin-key": "x"})
+    finally:
+        access.removeHandler(kept)
+        access.propagate = propagated
+    assert kept.records == []
     # what the server logs: not the test's own HTTP client, which logs the URLs it asks
     records = [r for r in caplog.records if not (r.name == "httpx2" and desk.url in r.getMessage())]
     lines = [JsonFormatter().format(record) for record in records]

@@ -233,3 +233,38 @@ def test_recall_can_rerank_its_hits(indexed):
         for h, score in zip(reranked["hits"], after, strict=True)
     )
     assert "unknown reranker 'bogus'" in indexed("recall", "--rerank", "bogus", "x", code=1)
+
+
+def test_home_may_come_before_the_verb(indexed, home, tmp_path):
+    """`ireneo --home DIR VERB` (as `git -C DIR`) opens the same memory as `VERB --home DIR`;
+    given in both places, the one after the verb wins; a verb that keeps no memory refuses it."""
+    before = CliRunner().invoke(main, ["--home", str(home), "status", "--json"])
+    assert before.exit_code == 0, before.output
+    assert json.loads(before.output)["turns"] == 24
+    other = tmp_path / "other"
+    both = CliRunner().invoke(main, ["--home", str(other), "status", "--home", str(home)])
+    assert "turns:         24" in both.output
+    grouped = CliRunner().invoke(main, ["--home", str(other), "memories", "add", "--", "a fact"])
+    assert grouped.exit_code == 0, grouped.output
+    mine = CliRunner().invoke(main, ["memories", "list", "--json", "--home", str(home)])
+    assert json.loads(mine.output)["memories"] == []
+    listed = CliRunner().invoke(main, ["--home", str(other), "memories", "list"])
+    assert "a fact" in listed.output
+    refused = CliRunner().invoke(main, ["--home", str(other), "token", "--user", "alice"])
+    assert refused.exit_code == 2
+    assert "ireneo token keeps no memory: it takes no --home" in refused.output
+
+
+def test_index_of_a_folder_without_funes_files_fails_with_a_hint(run, tmp_path):
+    (tmp_path / "notes.txt").write_text("not a conversation\n")
+    output = run("index", str(tmp_path), code=1)
+    assert f"no .funes.jsonl files in {tmp_path}" in output
+    assert "ireneo import" in output
+
+
+def test_get_past_the_end_says_which_turns_there_are(indexed):
+    assert indexed("get", "2026-10-08-capacity-n11", "--from", "50") == (
+        "No turns from 50 in 2026-10-08-capacity-n11: its turns are 0 to 3.\n"
+    )
+    document = json.loads(indexed("get", "--json", "2026-10-08-capacity-n11", "--from", "50"))
+    assert document == {"session_id": "2026-10-08-capacity-n11", "turns": []}

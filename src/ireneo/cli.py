@@ -92,10 +92,35 @@ class _Verbs(click.Group):
         return getattr(importlib.import_module(module), attribute)
 
 
+def _homes(command: click.Command, home: str) -> dict | None:
+    """`--home` given before the verb, as defaults for the verb (and a group's verbs) that
+    take it; None when none does. Given after the verb as well, the later one wins."""
+    if isinstance(command, click.Group):
+        found = {name: _homes(sub, home) for name, sub in command.commands.items()}
+        found = {name: value for name, value in found.items() if value is not None}
+        return found or None
+    return {"home": home} if any(p.name == "home" for p in command.params) else None
+
+
 @click.group(cls=_Verbs)
 @click.version_option(package_name="ireneo")
-def main() -> None:
+@click.option(
+    "--home",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Memory directory for the verb that follows (as its own --home).",
+)
+@click.pass_context
+def main(ctx: click.Context, home: str | None) -> None:
     """ireneo: verbatim, searchable recall of earlier conversations."""
+    if home is None or ctx.invoked_subcommand is None or ctx.resilient_parsing:
+        return
+    verb = ctx.invoked_subcommand
+    command = ctx.command.get_command(ctx, verb) if isinstance(ctx.command, click.Group) else None
+    defaults = _homes(command, home) if command is not None else None
+    if defaults is None:
+        raise click.UsageError(f"ireneo {verb} keeps no memory: it takes no --home")
+    ctx.default_map = {**(ctx.default_map or {}), verb: defaults}
 
 
 @main.command()
@@ -105,6 +130,11 @@ def index(memory: Memory, as_json: bool, paths: tuple[Path, ...]) -> None:
     """Index .funes.jsonl files, or directories of them. Unchanged files cost nothing."""
     with progress_bar("embedding", not as_json) as progress:
         report = memory.index(paths, progress=progress)
+    if not (report.files_indexed or report.files_unchanged or report.refused):
+        raise click.ClickException(
+            f"no .funes.jsonl files in {', '.join(map(str, paths))}: ireneo index reads only "
+            "those; bring other history in with ireneo import claude-code|codex|chatgpt"
+        )
     emit(as_json, report.to_dict(), _index_summary(report))
     for error in report.refused:
         if not as_json:
@@ -171,8 +201,22 @@ def get(
     emit(
         as_json,
         {"session_id": session, "turns": [_turn_dict(t) for t in turns]},
-        render_turns(turns),
+        render_turns(turns) or _no_turns(memory, session, from_seq, to_seq),
     )
+
+
+def _no_turns(memory: Memory, session: str, from_seq: int | None, to_seq: int | None) -> str:
+    """Why `get` printed nothing: the range asked for and the turns the conversation has."""
+    seqs = [turn.seq for turn in memory.get(session)]
+    asked = " ".join(
+        part
+        for part in (
+            "" if from_seq is None else f"from {from_seq}",
+            "" if to_seq is None else f"to {to_seq}",
+        )
+        if part
+    )
+    return f"No turns {asked} in {session}: its turns are {min(seqs)} to {max(seqs)}."
 
 
 @main.command()

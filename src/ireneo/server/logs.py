@@ -2,6 +2,13 @@
 
 Events carry counts, durations, outcomes and the hashed user key, never conversation text,
 queries, user ids or tokens. `log_event` is the only way the server logs an event.
+
+The HTTP server's access log is dropped as soon as the server's code is loaded: its lines hold
+the raw path and query (`GET /memories/victor%40example.com`). uvicorn's `access_log=False`
+is not enough: some versions decide per connection from whether the `uvicorn.access` logger
+has any handler, and any logging setup may give it one. A filter on that logger drops its
+records whatever handlers it has; the server logs each request itself (`request`, with the
+route's template, never the path it was called with).
 """
 
 from __future__ import annotations
@@ -11,6 +18,26 @@ import logging
 import sys
 import time
 from typing import Any
+
+ACCESS_LOGGER = "uvicorn.access"
+
+
+class _DropAll(logging.Filter):
+    """Refuses every record of the logger it is on."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False
+
+
+_DROP_ACCESS = _DropAll()
+
+
+def silence_access_log() -> None:
+    """Drop every record of the HTTP server's access log (idempotent)."""
+    logging.getLogger(ACCESS_LOGGER).addFilter(_DROP_ACCESS)
+
+
+silence_access_log()
 
 
 def log_event(
@@ -61,8 +88,9 @@ def configure_logging(level: int = logging.INFO) -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
-    for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "fastmcp", "mcp"):
+    for name in ("uvicorn", "uvicorn.error", ACCESS_LOGGER, "fastmcp", "mcp"):
         lib = logging.getLogger(name)
         for old in list(lib.handlers):
             lib.removeHandler(old)
         lib.propagate = True
+    silence_access_log()
