@@ -127,8 +127,8 @@ TOPICS = {
 ATTRIBUTES = {"ticket": SYMPTOMS, "reject_rate": PRODUCTS, "owner": TASKS, "decision": TOPICS}
 VOCAB_OF = {"ticket": "symptom", "reject_rate": "product", "owner": "task", "decision": "topic"}
 
-PEOPLE = 12  # the recurring colleagues; every language pack names exactly twelve
-ROSTER = 800  # task owners: every language pack can name this many different people
+PEOPLE = 12  # the recurring colleagues; every language file names exactly twelve
+ROSTER = 800  # task owners: every language file can name this many different people
 SITE_STEMS, SITE_TYPES = 60, 6  # site names: stem x type (x a number once those run out)
 RESERVED = {"reject_rate": 400, "owner": 300}  # unique answers set aside for asked-about facts
 
@@ -334,7 +334,7 @@ def _build_world(n: int, seed: int) -> _World:
 
 
 # ---------------------------------------------------------------------------------------------
-# Words: language packs and the template filler.
+# Words: the template files (`ireneo.bench.templates`) and the filler.
 
 _SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([^{}]+))?\}")
 

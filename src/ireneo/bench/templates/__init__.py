@@ -7,6 +7,14 @@ symptoms, tasks, products and decisions. Templates have slots, `{eq}` or `{kind:
 missing a slot its part needs (a fact without its answer) raises `TemplateError`, naming the file
 and the field. The rules of each language (cases, particles, how a site or a person is named) are
 the small classes at the end.
+
+A vocabulary entry says its attribute three ways: "fact" (as a conversation does), "q" (as a long
+question paraphrases it) and "short" (an agent's query), each in the grammatical form its slot
+needs. English: a symptom's fact is a clause, a decision's a verb phrase ("we decided to ..."),
+the rest noun phrases. Russian: a symptom's q in the genitive ("из-за ..."), a task's fact and q
+in the accusative, products in the genitive plural ("партия ..."), a decision's fact an
+infinitive and its q with the preposition ("о переходе ..."). Korean: noun phrases that take
+particles; a decision's fact ends in 기로 ("...하기로 했어요").
 """
 
 from __future__ import annotations
