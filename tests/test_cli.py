@@ -56,11 +56,15 @@ def test_index_refusal_exits_1_and_names_file_line(run, tmp_path):
 def test_recall_text_is_pinned(indexed):
     assert indexed("recall", "-k", "1", "--", "acceptable but tight") == (
         "[1] 2026-10-08 09:18 UTC · conversation 2026-10-08-capacity-n11 · turn 2\n"
-        "    [0] user: Capacity check for the N-11 upgrade: can the North finishing line take it?\n"
-        "    [1] assistant: With the N-11 upgrade, the expected load on the North finishing line is about "
+        "    [0] user:\n"
+        "    | Capacity check for the N-11 upgrade: can the North finishing line take it?\n"
+        "    [1] assistant:\n"
+        "    | With the N-11 upgrade, the expected load on the North finishing line is about "
         "2,185 of 2,400 units/d, which is 91%.\n"
-        "  > [2] user: 91% is acceptable but tight. Let's go ahead with the N-11 upgrade proposal.\n"
-        "    [3] assistant: Decision recorded: go ahead with the N-11 upgrade. Note that it cannot be "
+        "  > [2] user:\n"
+        "    | 91% is acceptable but tight. Let's go ahead with the N-11 upgrade proposal.\n"
+        "    [3] assistant:\n"
+        "    | Decision recorded: go ahead with the N-11 upgrade. Note that it cannot be "
         "scheduled until maintenance ticket MT-4471 on K-2 is closed, because the upgrade needs line 2 "
         "at full speed.\n"
     )
@@ -97,9 +101,9 @@ def test_recall_miss_says_so(run):
 def test_get_and_ranges(indexed):
     assert indexed("get", "2026-10-10-hoegi-ko") == (
         "conversation 2026-10-10-hoegi-ko · turns 0–1\n\n"
-        "[0] 2026-10-10 02:30 UTC · user\n부산 창고의 CH-294 냉각기 점검 결과를 정리해 줘.\n\n"
+        "[0] 2026-10-10 02:30 UTC · user\n    | 부산 창고의 CH-294 냉각기 점검 결과를 정리해 줘.\n\n"
         "[1] 2026-10-10 02:32 UTC · assistant\n"
-        "CH-294의 점검 결과: 냉매 압력이 정상보다 낮습니다. 정비 티켓 MT-5002가 열려 있으며 담당자는 김민준입니다.\n"
+        "    | CH-294의 점검 결과: 냉매 압력이 정상보다 낮습니다. 정비 티켓 MT-5002가 열려 있으며 담당자는 김민준입니다.\n"
     )
     turns = json.loads(
         indexed("get", "--json", "2026-10-01-nightly-jobs", "--from", "2", "--to", "3")

@@ -8,7 +8,6 @@ Skipped where chromium or Playwright is missing, and failed instead when IRENEO_
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import shutil
@@ -158,10 +157,11 @@ def test_another_users_conversation_is_out_of_reach(server, page):
     # no URL names a user: the user is only the signed cookie's
     page.goto(f"{server.url}/inspect?user=bob")
     assert "MT-5120" not in page.content() and "South hub" not in page.content()
-    # a forged cookie naming bob's key is not a session
+    # the cookie holds a random session id, nothing of the user; an edited one is no session
     cookie = next(c for c in page.context.cookies() if c["name"] == "ireneo_inspect")
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
-    page.context.add_cookies([{**cookie, "value": forged(cookie["value"], user_key("bob"))}])
+    assert user_key("alice") not in cookie["value"] and len(cookie["value"]) >= 40
+    page.context.add_cookies([{**cookie, "value": edited(cookie["value"])}])
     page.goto(f"{server.url}/inspect")
     assert page.get_by_label("Your access token").is_visible()
     # forgetting bob's ref with alice's own session and CSRF token forgets nothing of bob's
@@ -178,22 +178,16 @@ def test_another_users_conversation_is_out_of_reach(server, page):
     assert len(server.stored_turns("bob", "south-hub")) == 1
 
 
-def forged(value: str, key: str) -> str:
-    """The cookie with another user's key in its payload and the old signature."""
-    payload, signature = value.split(".")
-    data = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    assert data["k"] == user_key("alice")
-    data["k"] = key
-    return (
-        base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=") + "." + signature
-    )
+def edited(value: str) -> str:
+    """The cookie's session id with its last character changed."""
+    return value[:-1] + ("A" if value[-1] != "A" else "B")
 
 
 def _csrf_for(page, server) -> str:
     """Alice's CSRF token, read from her own conversation page's form."""
     ref = ref_of(server, "alice", "forecast")
     page.goto(f"{server.url}/inspect/c/{ref}")
-    return page.locator("input[name=csrf]").get_attribute("value")
+    return page.locator("form[action='/inspect/forget'] input[name=csrf]").get_attribute("value")
 
 
 def test_the_operator_opens_a_named_users_memory(server, page):
@@ -218,3 +212,26 @@ def test_a_bad_token_is_refused_and_pages_carry_a_strict_policy(server, page):
     policy = response.headers["content-security-policy"]
     assert "default-src 'none'" in policy and "frame-ancestors 'none'" in policy
     assert 'src="http' not in page.content() and "<script" not in page.content()
+
+
+def test_sign_out_ends_the_session_even_for_a_copied_cookie(server, page):
+    sign_in(page, server, "alice")
+    copied = next(c for c in page.context.cookies() if c["name"] == "ireneo_inspect")
+    page.get_by_role("button", name="Sign out").click()
+    page.wait_for_url(f"{server.url}/inspect")
+    assert page.get_by_label("Your access token").is_visible()
+    page.context.add_cookies([copied])  # the cookie as it was before signing out
+    page.goto(f"{server.url}/inspect")
+    assert page.get_by_label("Your access token").is_visible()
+
+
+def test_a_form_on_another_page_cannot_sign_the_browser_in(server, page):
+    # login CSRF: a page elsewhere posts the attacker's token to the sign-in form
+    page.set_content(
+        f'<form method="post" action="{server.url}/inspect/sign-in">'
+        f'<input name="token" value="{server.token("mallory")}"><button>Go</button></form>'
+    )
+    page.get_by_role("button", name="Go").click()
+    page.wait_for_url(f"{server.url}/inspect/sign-in")
+    assert "sent from another site" in page.inner_text("main")
+    assert not [c for c in page.context.cookies() if c["name"] == "ireneo_inspect"]

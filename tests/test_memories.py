@@ -465,7 +465,7 @@ def test_the_rendered_memory_is_pinned(memories, clock):
     ).memory_id
     record = memories.get(memory_id)
     assert render_memory(1, record) == (
-        f"[1] {memory_id} · 2026-10-01 · high · tags: db, prefs\n    Prefers PostgreSQL.\n    Asked twice."
+        f"[1] {memory_id} · 2026-10-01 · high · tags: db, prefs\n    | Prefers PostgreSQL.\n    | Asked twice."
     )
     clock.advance(days=2)
     memories.store("Prefers PostgreSQL.\nAsked twice!")
@@ -475,7 +475,7 @@ def test_the_rendered_memory_is_pinned(memories, clock):
     )
     other = memories.store("No tags here.").memory_id
     assert render_memory(3, memories.get(other)) == (
-        f"[3] {other} · 2026-10-03 · medium · no tags\n    No tags here."
+        f"[3] {other} · 2026-10-03 · medium · no tags\n    | No tags here."
     )
 
 

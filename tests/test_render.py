@@ -1,7 +1,7 @@
 from datetime import UTC, datetime
 
-from ireneo.model import ContextTurn, Hit
-from ireneo.render import render_hits
+from ireneo.model import Block, ContextTurn, Hit, Turn
+from ireneo.render import render_hits, render_turns
 
 TS = datetime(2026, 10, 8, 9, 14, tzinfo=UTC)
 
@@ -10,14 +10,23 @@ def hit(n: int, text: str = "text", context: list[ContextTurn] | None = None) ->
     return Hit(f"s{n}", f"u{n}", 4, TS, "assistant", text, 0.5, context or [])
 
 
-def test_multiline_turns_are_indented_and_context_clipped():
+def test_every_line_of_a_turn_is_quoted_and_context_clipped():
     context = [ContextTurn(3, "user", TS, "q" * 700)]
-    out = render_hits([hit(1, "line one\nline two", context)])
+    out = render_hits([hit(1, "line one\nline two\r\n\nline\u2028four", context)])
     assert out == (
         "[1] 2026-10-08 09:14 UTC · conversation s1 · turn 4\n"
-        f"    [3] user: {'q' * 600} […]\n"
-        "  > [4] assistant: line one\n      line two"
+        "    [3] user:\n"
+        f"    | {'q' * 600} […]\n"
+        "  > [4] assistant:\n"
+        "    | line one\n    | line two\n    |\n    | line\n    | four"
     )
+
+
+def test_names_in_framing_lines_hold_no_line_break():
+    turn = Turn("s\n[9] x", "u", 0, TS, "user\n[2] 2026", "gateway", (Block("text", "hi"),))
+    out = render_turns([turn])
+    assert out.splitlines()[0] == "conversation s [9] x · turns 0–0"
+    assert "[0] 2026-10-08 09:14 UTC · user [2] 2026\n    | hi" in out
 
 
 def test_refs_replace_session_ids():

@@ -599,12 +599,14 @@ def test_recall_is_bounded_in_time_and_in_number(tmp_path):
         srv.close()
 
 
-def test_long_queries_are_cut(server):
+def test_long_queries_are_refused_with_their_bound(server):
     assert (
         server.post(conversation("c-q", ["Valve V-12 replaced."], user="quinn")).status_code == 202
     )
     text = server.recall("quinn", "V-12 " + "padding " * 500)
-    assert "V-12" in text
+    assert text == ("No recall: query holds at most 500 characters; use a few key words instead.")
+    server.wait_indexed()
+    assert "V-12" in server.recall("quinn", "V-12 " + "padding " * 60)
 
 
 def test_results_are_capped(tmp_path):

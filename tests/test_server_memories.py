@@ -141,7 +141,7 @@ def test_bad_arguments_store_nothing(server):
     )
     too_many = [f"t{i}" for i in range(21)]
     assert call(server, "gail", "store_memory", content="x", tags=too_many).startswith(
-        "Nothing stored: a memory has at most 20 tags"
+        "Nothing stored: tags: at most 20 tags"
     )
     result = asyncio.run(
         call_result(server, "gail", "store_memory", content="x", importance="urgent")
@@ -150,7 +150,7 @@ def test_bad_arguments_store_nothing(server):
     result = asyncio.run(call_result(server, "gail", "search_memories", query="x", limit=500))
     assert result.is_error
     assert call(server, "gail", "search_memories", query="x", tags=["y" * 65]) == BAD_SEARCH.format(
-        reason="a tag holds at most 64 characters"
+        reason="tags: a tag holds at most 64 characters"
     )
     assert call(server, "gail", "search_memories", query="anything") == NO_MEMORIES
 

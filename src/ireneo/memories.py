@@ -29,6 +29,7 @@ The rules (docs/memories.md):
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections import Counter
@@ -46,6 +47,7 @@ from ireneo.errors import IreneoError, NotFound
 from ireneo.index import remember_hangul
 from ireneo.model import Hit, format_ts
 from ireneo.privacy import redact
+from ireneo.render import inline, quote
 from ireneo.store.base import (
     BM25_B,
     IMPORTANCE_LEVELS,
@@ -63,6 +65,7 @@ if TYPE_CHECKING:
 MAX_CONTENT_CHARS = 8000
 MAX_TAGS = 20
 MAX_TAG_CHARS = 64
+MAX_RAW_TAG_CHARS = 1024  # before trimming: longer is refused without reading it
 MAX_SOURCE_CHARS = 256
 MAX_LIMIT = 100
 EMBED_BATCH = 64
@@ -322,52 +325,69 @@ class Memories:
 # -- checks -----------------------------------------------------------------------------------------
 
 
-def importance_index(value: str) -> int:
-    name = str(value).strip().lower()
+def importance_index(value: object) -> int:
+    name = str(value)[:16].strip().lower()
     if name not in IMPORTANCE_LEVELS:
-        raise InvalidMemory(f"importance must be low, medium or high, not {value!r}")
+        raise InvalidMemory(f"importance must be low, medium or high, not {name!r}")
     return IMPORTANCE_LEVELS.index(name)
 
 
 def normalise_tags(tags: Iterable[str] | None) -> tuple[str, ...]:
-    """Tags trimmed and lower-cased, blanks dropped, each once, in the order given."""
+    """Tags trimmed and lower-cased, blanks dropped, each once, in the order given.
+
+    At most MAX_TAGS are read from `tags`: a longer list is refused before any tag is looked at,
+    so the work never grows with what a caller sends.
+    """
     if tags is None:
         return ()
-    if isinstance(tags, str):
+    if isinstance(tags, (str, bytes)) or not isinstance(tags, Iterable):
         raise InvalidMemory("tags must be a list of strings, e.g. ['billing']")
-    out: list[str] = []
-    for tag in tags:
+    given = list(itertools.islice(tags, MAX_TAGS + 1))
+    if len(given) > MAX_TAGS:
+        raise InvalidMemory(f"tags: at most {MAX_TAGS} tags")
+    out: dict[str, None] = {}
+    for tag in given:
         if not isinstance(tag, str):
             raise InvalidMemory("tags must be a list of strings, e.g. ['billing']")
+        if len(tag) > MAX_RAW_TAG_CHARS:
+            raise InvalidMemory(f"tags: a tag holds at most {MAX_TAG_CHARS} characters")
         tag = " ".join(tag.split()).lower()
         if len(tag) > MAX_TAG_CHARS:
-            raise InvalidMemory(f"a tag holds at most {MAX_TAG_CHARS} characters")
-        if tag and tag not in out:
-            out.append(tag)
-    if len(out) > MAX_TAGS:
-        raise InvalidMemory(f"a memory has at most {MAX_TAGS} tags")
+            raise InvalidMemory(f"tags: a tag holds at most {MAX_TAG_CHARS} characters")
+        if tag:
+            out[tag] = None
     return tuple(out)
 
 
-def _content(content: str) -> str:
+def check_memory(
+    content: object, tags: Iterable[str] | None, importance: object, source: object
+) -> None:
+    """Refuse, with InvalidMemory, what `Memories.store` would refuse; cheap, for callers that
+    check before they queue (the MCP tool)."""
+    _content(content)
+    normalise_tags(tags)
+    importance_index(importance)
+    _source(source)
+
+
+def _content(content: object) -> str:
     if not isinstance(content, str) or not content.strip():
         raise InvalidMemory("the content is empty")
     if len(content) > MAX_CONTENT_CHARS:
         raise InvalidMemory(
-            f"a memory holds at most {MAX_CONTENT_CHARS} characters; keep the key fact only"
+            f"content holds at most {MAX_CONTENT_CHARS} characters; keep the key fact only"
         )
     return content.strip()
 
 
-def _source(source: str | None) -> str | None:
+def _source(source: object) -> str | None:
     if source is None:
         return None
     if not isinstance(source, str):
         raise InvalidMemory("source must be a string")
-    source = source.strip()
     if len(source) > MAX_SOURCE_CHARS:
         raise InvalidMemory(f"source holds at most {MAX_SOURCE_CHARS} characters")
-    return source or None
+    return source.strip() or None
 
 
 def _vector(embedder: Embedder, content: str) -> np.ndarray:
@@ -379,7 +399,6 @@ def _vector(embedder: Embedder, content: str) -> np.ndarray:
 
 # -- text -------------------------------------------------------------------------------------------
 
-INDENT = "    "
 STORED = "Stored memory {id}."
 UPDATED = (
     "Updated memory {id}: it nearly repeated that earlier memory, so the text was replaced "
@@ -395,13 +414,13 @@ def describe_write(written: MemoryWrite) -> str:
 
 
 def render_memory(number: int, record: MemoryRecord) -> str:
-    """`[N] ID · DATE · IMPORTANCE · tags: A, B` and the text, indented (docs/memories.md)."""
+    """`[N] ID · DATE · IMPORTANCE · tags: A, B` and the text, quoted (docs/memories.md)."""
     date = f"{record.created_at:%Y-%m-%d}"
     if record.updated_at.date() != record.created_at.date():
         date += f" (updated {record.updated_at:%Y-%m-%d})"
-    tags = "tags: " + ", ".join(record.tags) if record.tags else "no tags"
+    tags = "tags: " + inline(", ".join(record.tags)) if record.tags else "no tags"
     header = f"[{number}] {record.memory_id} · {date} · {record.importance_name} · {tags}"
-    return header + "\n" + INDENT + record.content.replace("\n", "\n" + INDENT)
+    return header + "\n" + quote(record.content)
 
 
 def render_memory_hits(hits: list[MemoryHit], *, max_chars: int | None = None) -> str:

@@ -1,22 +1,37 @@
 """The text people and agents read. One renderer, every door: the CLI prints exactly what the
-MCP tools return. The grammar is written down in docs/output.md and pinned by tests."""
+MCP tools return. The grammar is written down in docs/output.md and pinned by tests.
+
+Stored text is quoted: every line of it, whatever broke it (\n, \r, U+2028, …), is printed
+after `QUOTE`, and no line the renderer writes itself starts that way, so no stored turn can
+forge a header or a turn of its own. Names shown inline (roles, conversation ids) have their
+line breaks and control characters replaced by spaces.
+"""
 
 from __future__ import annotations
+
+import re
 
 from ireneo.model import Hit, SessionSummary, Turn
 from ireneo.store import Status
 
 CONTEXT_CHARS = 600
-INDENT = "      "
+QUOTE = "    | "
+_NOT_INLINE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def when(hit_or_turn) -> str:
     return hit_or_turn.ts.strftime("%Y-%m-%d %H:%M")
 
 
-def _indent(text: str) -> str:
-    """Continuation lines of a turn, indented under its first line."""
-    return text.replace("\n", "\n" + INDENT)
+def quote(text: str) -> str:
+    """Every line of `text` after QUOTE (an empty line: QUOTE without its last space)."""
+    lines = text.splitlines() or [""]
+    return "\n".join((QUOTE + line) if line else QUOTE.rstrip() for line in lines)
+
+
+def inline(name: str) -> str:
+    """A stored name (a role, a conversation id) fit for one line of framing."""
+    return _NOT_INLINE.sub(" ", name)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -24,16 +39,16 @@ def _clip(text: str, limit: int) -> str:
 
 
 def render_hit(number: int, hit: Hit, ref: str | None = None) -> str:
-    where = f"ref {ref}" if ref else f"conversation {hit.session_id}"
+    where = f"ref {ref}" if ref else f"conversation {inline(hit.session_id)}"
     lines = [f"[{number}] {when(hit)} UTC · {where} · turn {hit.seq}"]
     shown = sorted([*hit.context, hit], key=lambda t: t.seq)
     for turn in shown:
         if turn is hit:
-            lines.append(f"  > [{turn.seq}] {turn.role}: {_indent(turn.text)}")
+            lines.append(f"  > [{turn.seq}] {inline(turn.role)}:")
+            lines.append(quote(turn.text))
         else:
-            lines.append(
-                f"    [{turn.seq}] {turn.role}: {_indent(_clip(turn.text, CONTEXT_CHARS))}"
-            )
+            lines.append(f"    [{turn.seq}] {inline(turn.role)}:")
+            lines.append(quote(_clip(turn.text, CONTEXT_CHARS)))
     return "\n".join(lines)
 
 
@@ -70,11 +85,13 @@ def render_turns(turns: list[Turn], *, ref: str | None = None) -> str:
     """A conversation as it was written: each turn dated, in order, verbatim."""
     if not turns:
         return ""
-    where = f"ref {ref}" if ref else f"conversation {turns[0].session_id}"
+    where = f"ref {ref}" if ref else f"conversation {inline(turns[0].session_id)}"
     lines = [f"{where} · turns {turns[0].seq}–{turns[-1].seq}"]
     for turn in turns:
         echo = " · recall echo" if turn.echo else ""
-        lines.append(f"\n[{turn.seq}] {when(turn)} UTC · {turn.role}{echo}\n{turn.text}")
+        lines.append(
+            f"\n[{turn.seq}] {when(turn)} UTC · {inline(turn.role)}{echo}\n{quote(turn.text)}"
+        )
     return "\n".join(lines)
 
 

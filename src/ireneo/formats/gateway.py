@@ -20,12 +20,13 @@ from typing import Any
 
 from ireneo.errors import FormatError
 from ireneo.model import Block, Turn, parse_ts
+from ireneo.users import MAX_USER_CHARS as MAX_USER_CHARS
+from ireneo.users import user_problem
 
 HARNESS = "gateway"
 CONVERSATION_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 BODY_FIELDS = ("user", "conversation_id", "turns")
 TURN_FIELDS = ("id", "ts", "role", "text")
-MAX_USER_CHARS = 256
 MAX_ID_CHARS = 256
 MAX_ROLE_CHARS = 64
 EARLIEST_TS = datetime(1970, 1, 1, tzinfo=UTC)
@@ -38,7 +39,12 @@ def parse_gateway_body(body: Any) -> tuple[str, str, list[Turn]]:
     if not isinstance(body, dict):
         raise FormatError("body", "must be a JSON object with user, conversation_id and turns")
     _no_unknown_fields(body, BODY_FIELDS, "body")
-    user = _required_string(body, "user", "user", MAX_USER_CHARS)
+    user = body.get("user")
+    if user is None:
+        raise FormatError("user", "is required")
+    problem = user_problem(user)  # the one rule for user ids (ireneo.users)
+    if problem is not None:
+        raise FormatError("user", problem)
     cid = body.get("conversation_id")
     if cid is None:
         raise FormatError("conversation_id", "is required")

@@ -45,6 +45,7 @@ from ireneo.server.forget import AUDIT_FILE, AuditFile, ForgetRoutes, Forgetter,
 from ireneo.server.indexer import Indexer
 from ireneo.server.ingest import IngestRoute
 from ireneo.server.inspect import Inspector
+from ireneo.server.limits import BodyLimit
 from ireneo.server.logs import log_event
 from ireneo.server.memories import MemoryRegistry, user_key
 from ireneo.server.periodic import every
@@ -311,6 +312,7 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
         middleware=[
             Middleware(RequestLog),
             Middleware(BodyDeadline, timeout=settings.read_timeout, limit=_body_limit(settings)),
+            Middleware(BodyLimit, path="/mcp", limit=settings.max_mcp_body_bytes),
         ],
     )
     app.state.ireneo = ServerState(

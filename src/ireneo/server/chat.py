@@ -46,6 +46,7 @@ from ireneo.server.logs import log_event
 from ireneo.server.memories import MemoryRegistry, user_key
 from ireneo.server.settings import Settings
 from ireneo.server.tools import Recaller, note_returned, returned_turns
+from ireneo.users import MAX_USER_CHARS, user_problem
 
 log = logging.getLogger("ireneo.server.chat")
 
@@ -60,7 +61,7 @@ Previous relevant memories:
 NO_MEMORIES_BLOCK = "(none)"
 FALLBACK_REPLY = "Sorry, I can't answer right now. Please send your message again in a few minutes."
 HARNESS = "chat"
-MAX_CUSTOMER_ID_CHARS = 256
+MAX_CUSTOMER_ID_CHARS = MAX_USER_CHARS
 AUDIT_CONVERSATIONS = 20
 AUDIT_MEMORIES = 100
 
@@ -346,12 +347,9 @@ def _key_matches(
 
 
 def _customer_id(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise BadRequest(400, "customer_id: must be a non-empty string", "customer_id")
-    if len(value) > MAX_CUSTOMER_ID_CHARS:
-        raise BadRequest(
-            400, f"customer_id: is longer than {MAX_CUSTOMER_ID_CHARS} characters", "customer_id"
-        )
+    problem = user_problem(value)  # the one rule for user ids (ireneo.users)
+    if problem is not None:
+        raise BadRequest(400, f"customer_id: {problem}", "customer_id")
     return value
 
 

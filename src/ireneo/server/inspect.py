@@ -3,30 +3,39 @@ forgets what ireneo keeps about them.
 
 - Sign in with a bearer token (the same tokens as `/mcp`, checked by the same verifier), or, as
   the operator, with `IRENEO_ADMIN_KEY` and a user's name. The page then knows only the user's
-  key (the hash naming their memory directory), kept in a signed, HttpOnly, SameSite=Strict
-  cookie; no URL ever names a user, and conversations are named by refs that mean something
-  only inside the signed-in user's memory, so editing a URL cannot reach anyone else's.
+  key (the hash naming their memory directory), kept in a session on the server; the browser
+  holds only the session's random id, in an HttpOnly, SameSite=Strict cookie. No URL ever names
+  a user, and conversations are named by refs that mean something only inside the signed-in
+  user's memory, so editing a URL cannot reach anyone else's.
+- Sessions are kept in memory with their expiry (at most `SESSION_SECONDS`, and never past the
+  token's own expiry), at most `MAX_SESSIONS_PER_USER` per user and `MAX_SESSIONS` in all (the
+  oldest go first). Signing out ends the session on the server: a cookie copied before works no
+  more.
+- Every POST (sign-in, sign-out, forget) must come from the inspector's own pages: a browser's
+  `Sec-Fetch-Site` must be `same-origin` (or `none`: typed by the user), and its `Origin`, when
+  sent, must name this server's host. A request carrying neither header comes from no browser
+  (curl, a script): it holds no one's cookie but its own, so it is let through. Sign-out and
+  forget also need the session's CSRF token (docs/inspector.md).
 - Conversations by date; a search that runs the agent's own recall (same `k`) and shows the
   turns an agent would get; a conversation read in full; a conversation forgotten (a POST with
   a CSRF token; audited as `inspector` or `operator`).
 - Plain HTML, no script, no external resource; a Content-Security-Policy forbids both.
 
-Sessions are signed with a key made when the server starts: they end when it restarts.
+Sessions live in the server's memory: they end when it restarts.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import hmac
-import json
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs, quote, urlsplit
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -37,19 +46,23 @@ from ireneo.model import Hit, SessionSummary, Turn
 from ireneo.server.auth import IreneoJWTVerifier, caller_user
 from ireneo.server.forget import Forgetter
 from ireneo.server.memories import MemoryRegistry, user_key
+from ireneo.users import user_problem
 
 COOKIE = "ireneo_inspect"
 SESSION_SECONDS = 8 * 3600
 OPERATOR_SECONDS = 3600
 MAX_FORM_BYTES = 64 * 1024
 MAX_QUERY_CHARS = 500
+MAX_REF_CHARS = 64
+MAX_SESSIONS = 10_000
+MAX_SESSIONS_PER_USER = 8
 
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",  # no-referrer would make browsers send `Origin: null`
     "Cache-Control": "no-store",
 }
 
@@ -58,12 +71,114 @@ HEADERS = {
 class Session:
     key: str  # the user's key (ireneo.server.memories.user_key), never the user id
     operator: bool
-    expires: int
-    nonce: str
+    expires: float
+    csrf: str  # random, per session: the hidden field of every form that changes something
 
     @property
     def actor(self) -> str:
         return "operator" if self.operator else "inspector"
+
+
+class Sessions:
+    """Sign-ins kept on the server, by a digest of the random id their cookie holds.
+
+    Bounded: a user's oldest session ends when they start one past `per_user`, and the oldest of
+    all when the table is full (after the expired ones are dropped).
+    """
+
+    def __init__(
+        self,
+        clock: Callable[[], float],
+        *,
+        max_total: int = MAX_SESSIONS,
+        per_user: int = MAX_SESSIONS_PER_USER,
+    ):
+        self.clock = clock
+        self.max_total = max_total
+        self.per_user = per_user
+        self._all: OrderedDict[str, Session] = OrderedDict()  # oldest first
+        self._by_user: dict[str, OrderedDict[str, None]] = {}
+
+    def __len__(self) -> int:
+        return len(self._all)
+
+    def count(self, key: str) -> int:
+        return len(self._by_user.get(key, ()))
+
+    def start(self, key: str, operator: bool, expires: float) -> tuple[str, Session]:
+        """A new session; returns the id for the cookie (kept nowhere on the server)."""
+        mine = self._by_user.get(key)
+        while mine and len(mine) >= self.per_user:
+            self._drop(next(iter(mine)))
+        if len(self._all) >= self.max_total:
+            now = self.clock()
+            for digest in [d for d, s in self._all.items() if s.expires <= now]:
+                self._drop(digest)
+        while len(self._all) >= self.max_total:
+            self._drop(next(iter(self._all)))
+        session_id = secrets.token_urlsafe(32)
+        session = Session(key, operator, expires, secrets.token_urlsafe(32))
+        digest = _digest(session_id)
+        self._all[digest] = session
+        self._by_user.setdefault(key, OrderedDict())[digest] = None
+        return session_id, session
+
+    def get(self, session_id: str) -> Session | None:
+        if not session_id or len(session_id) > 128:
+            return None
+        digest = _digest(session_id)
+        session = self._all.get(digest)
+        if session is not None and session.expires <= self.clock():
+            self._drop(digest)
+            return None
+        return session
+
+    def end(self, session_id: str) -> None:
+        self._drop(_digest(session_id))
+
+    def _drop(self, digest: str) -> None:
+        session = self._all.pop(digest, None)
+        if session is None:
+            return
+        mine = self._by_user.get(session.key)
+        if mine is not None:
+            mine.pop(digest, None)
+            if not mine:
+                del self._by_user[session.key]
+
+
+def _digest(session_id: str) -> str:
+    return hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def same_site(request: Request) -> bool:
+    """Whether a POST may come from the inspector's own page (see the module).
+
+    Browsers send `Origin` with every POST, and `Sec-Fetch-Site` too (all current ones): a form
+    on another site that posts here says `cross-site` and names its own origin. Neither header
+    can be set by a page. `Origin: null` (a sandboxed frame, a redirect, a no-referrer page) is
+    trusted only beside `Sec-Fetch-Site: same-origin`. Without both headers, no browser sent the
+    request, so no victim's cookie rode along with it.
+    """
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site not in ("same-origin", "none"):
+        return False
+    origin = request.headers.get("origin")
+    if origin is None:
+        return True
+    if origin == "null":  # privacy-sensitive contexts; trusted only when the browser says whence
+        return site == "same-origin"
+    try:
+        host = urlsplit(origin).netloc.lower()
+    except ValueError:
+        return False
+    ours = {
+        value.strip().lower()
+        for name in ("host", "x-forwarded-host")
+        for value in request.headers.get(name, "").split(",")
+        if value.strip()
+    }
+    return host in ours
 
 
 class Inspector:
@@ -83,7 +198,7 @@ class Inspector:
         self.admin_key = admin_key
         self.recall_k = recall_k
         self.clock = clock
-        self._secret = secrets.token_bytes(32)
+        self.sessions = Sessions(clock)
 
     # -- routes ----------------------------------------------------------------------------
     async def home(self, request: Request) -> Response:
@@ -101,6 +216,8 @@ class Inspector:
         )
 
     async def sign_in(self, request: Request) -> Response:
+        if not same_site(request):
+            return self._cross_site()
         form = await _form(request)
         if form is None:
             return _redirect("/inspect?error=form")
@@ -110,21 +227,29 @@ class Inspector:
             user = caller_user(access)
             if user is None:
                 return _redirect("/inspect?error=token")
-            expires = min(
-                int(access.expires_at or 0) or 1 << 62, int(self.clock()) + SESSION_SECONDS
-            )
-            return self._start(Session(user_key(user), False, expires, secrets.token_hex(8)))
+            expires = min(access.expires_at or 1 << 62, self.clock() + SESSION_SECONDS)
+            return self._start(request, user_key(user), False, expires)
         admin, user = form.get("admin_key", ""), form.get("user", "").strip()
         if admin and user:
             if not self.admin_key or not hmac.compare_digest(
                 admin.encode("utf-8"), self.admin_key.encode("utf-8")
             ):
                 return _redirect("/inspect?error=admin")
-            expires = int(self.clock()) + OPERATOR_SECONDS
-            return self._start(Session(user_key(user), True, expires, secrets.token_hex(8)))
+            if user_problem(user) is not None:
+                return _redirect("/inspect?error=user")
+            expires = self.clock() + OPERATOR_SECONDS
+            return self._start(request, user_key(user), True, expires)
         return _redirect("/inspect?error=empty")
 
     async def sign_out(self, request: Request) -> Response:
+        if not same_site(request):
+            return self._cross_site()
+        session = self._session(request)
+        if session is not None:
+            form = await _form(request)
+            if not _csrf_matches(form, session):
+                return self._stale_form(session, "Still signed in")
+            self.sessions.end(request.cookies.get(COOKIE, ""))
         response = _redirect("/inspect")
         response.delete_cookie(COOKIE, path="/inspect")
         return response
@@ -148,7 +273,9 @@ class Inspector:
         if session is None:
             return _redirect("/inspect")
         ref = request.path_params["ref"]
-        found = await asyncio.to_thread(self._with_memory, session, lambda m: _read(m, ref))
+        found = None
+        if len(ref) <= MAX_REF_CHARS:
+            found = await asyncio.to_thread(self._with_memory, session, lambda m: _read(m, ref))
         if found is None:
             return self._page(
                 "No such conversation",
@@ -157,24 +284,19 @@ class Inspector:
                 status=404,
             )
         session_id, turns = found
-        body = _conversation(ref, session_id, turns, self._csrf(session))
+        body = _conversation(ref, session_id, turns, session.csrf)
         return self._page(f"Conversation of {turns[0].ts:%Y-%m-%d}", session, body)
 
     async def forget(self, request: Request) -> Response:
+        if not same_site(request):
+            return self._cross_site()
         session = self._session(request)
         if session is None:
             return _redirect("/inspect")
         form = await _form(request)
-        if form is None or not hmac.compare_digest(
-            form.get("csrf", "").encode(), self._csrf(session).encode()
-        ):
-            return self._page(
-                "Not forgotten",
-                session,
-                "<p>The form was out of date. Open the conversation again and retry.</p>",
-                status=403,
-            )
-        ref = form.get("ref", "")
+        if form is None or not _csrf_matches(form, session):
+            return self._stale_form(session, "Not forgotten")
+        ref = form.get("ref", "")[:MAX_REF_CHARS]
         found = await asyncio.to_thread(self._with_memory, session, lambda m: m.resolve_ref(ref))
         if not found:
             return self._page("No such conversation", session, "<p>Nothing to forget.</p>", 404)
@@ -182,43 +304,39 @@ class Inspector:
         return _redirect("/inspect?done=forgotten")
 
     # -- sessions --------------------------------------------------------------------------
-    def _start(self, session: Session) -> Response:
-        payload = json.dumps(
-            {"k": session.key, "o": session.operator, "e": session.expires, "n": session.nonce}
-        ).encode()
-        value = _b64(payload) + "." + _b64(self._sign(payload))
+    def _start(self, request: Request, key: str, operator: bool, expires: float) -> Response:
+        session_id, _ = self.sessions.start(key, operator, expires)
         response = _redirect("/inspect")
         response.set_cookie(
             COOKIE,
-            value,
-            max_age=max(1, session.expires - int(self.clock())),
+            session_id,
+            max_age=max(1, int(expires - self.clock())),
             path="/inspect",
+            secure=request.url.scheme == "https",
             httponly=True,
             samesite="strict",
         )
         return response
 
     def _session(self, request: Request) -> Session | None:
-        value = request.cookies.get(COOKIE, "")
-        payload_part, _, signature = value.partition(".")
-        try:
-            payload = _unb64(payload_part)
-            if not hmac.compare_digest(_unb64(signature), self._sign(payload)):
-                return None
-            data = json.loads(payload)
-            session = Session(str(data["k"]), bool(data["o"]), int(data["e"]), str(data["n"]))
-            self.registry.path(session.key)  # a well-formed key, or ValueError
-        except (ValueError, KeyError, TypeError):
-            return None
-        return session if session.expires > self.clock() else None
+        return self.sessions.get(request.cookies.get(COOKIE, ""))
 
-    def _sign(self, payload: bytes) -> bytes:
-        return hmac.new(self._secret, payload, hashlib.sha256).digest()
+    def _stale_form(self, session: Session, title: str) -> Response:
+        return self._page(
+            title,
+            session,
+            "<p>The form was out of date. Open the page again and retry.</p>",
+            status=403,
+        )
 
-    def _csrf(self, session: Session) -> str:
-        return hmac.new(
-            self._secret, f"csrf:{session.key}:{session.nonce}".encode(), hashlib.sha256
-        ).hexdigest()
+    def _cross_site(self) -> Response:
+        return self._page(
+            "Refused",
+            None,
+            "<p>This form was sent from another site. Open the memory inspector at its own "
+            'address (<a href="/inspect">/inspect</a>) and use its forms.</p>',
+            status=403,
+        )
 
     def _with_memory(self, session: Session, read: Callable[[Memory], object]):
         """`read(memory)` on the signed-in user's memory (None when they have none)."""
@@ -230,6 +348,8 @@ class Inspector:
         message = {
             "token": "That token was not accepted (expired, or not for this server).",
             "admin": "That operator key was not accepted.",
+            "user": "That user id is not one ireneo accepts (blank, too long or with control "
+            "characters).",
             "empty": "Paste a token, or give the operator key and a user.",
             "form": "The form could not be read.",
         }.get(error or "")
@@ -261,8 +381,9 @@ class Inspector:
         if session is not None:
             role = "operator, for user" if session.operator else "signed in as user"
             who = f"""<div class="who"><span>{role} <code>{session.key[:8]}…</code></span>
-<form method="post" action="/inspect/sign-out"><button type="submit" class="link">Sign out</button>
-</form></div>"""
+<form method="post" action="/inspect/sign-out">
+<input type="hidden" name="csrf" value="{escape(session.csrf)}">
+<button type="submit" class="link">Sign out</button></form></div>"""
         html = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -394,16 +515,13 @@ async def _form(request: Request) -> dict[str, str] | None:
     return {name: values[0] for name, values in fields.items()}
 
 
+def _csrf_matches(form: dict[str, str] | None, session: Session) -> bool:
+    given = (form or {}).get("csrf", "")
+    return hmac.compare_digest(given.encode("utf-8", "replace"), session.csrf.encode())
+
+
 def _redirect(url: str) -> Response:
     return RedirectResponse(url, status_code=303, headers=HEADERS)
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).decode().rstrip("=")
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 CSS = """

@@ -44,6 +44,8 @@ class Settings:
     model: str | None = None
     rerank: str | None = None  # the last stage of every recall (ireneo.rerank)
     max_body_bytes: int = 1024 * 1024
+    max_mcp_body_bytes: int = 64 * 1024  # one /mcp request (IRENEO_MAX_MCP_BODY_BYTES)
+    max_token_lifetime: float = 86400.0  # longest a bearer token may live, in seconds
     index_debounce: float = 1.0
     recall_k: int = 3
     max_result_chars: int = 4000
@@ -110,6 +112,10 @@ class Settings:
             "model": text("IRENEO_MODEL"),
             "rerank": text("IRENEO_RERANK"),
             "max_body_bytes": number("IRENEO_MAX_BODY_BYTES", int, cls.max_body_bytes),
+            "max_mcp_body_bytes": number("IRENEO_MAX_MCP_BODY_BYTES", int, cls.max_mcp_body_bytes),
+            "max_token_lifetime": number(
+                "IRENEO_MAX_TOKEN_LIFETIME", float, cls.max_token_lifetime
+            ),
             "index_debounce": number("IRENEO_INDEX_DEBOUNCE", float, cls.index_debounce),
             "recall_k": number("IRENEO_RECALL_K", int, cls.recall_k),
             "max_result_chars": number("IRENEO_MAX_RESULT_CHARS", int, cls.max_result_chars),
