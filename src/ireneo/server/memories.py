@@ -13,9 +13,11 @@ rows keyed by that same key, and no directory is made.
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import shutil
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,9 +26,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ireneo.memory import Memory
+from ireneo.server.logs import log_event
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
+
+log = logging.getLogger("ireneo.server.memories")
 
 KEY_CHARS = 24
 _KEY = re.compile(rf"[0-9a-f]{{{KEY_CHARS}}}")
@@ -152,6 +157,7 @@ class MemoryRegistry:
                 entry.retired = False
                 self._open[key] = entry
             if entry is None:
+                started = time.monotonic()
                 if not create and not self.exists(key):
                     return None
                 if self.database is not None:
@@ -170,6 +176,14 @@ class MemoryRegistry:
                             shutil.rmtree(path, ignore_errors=True)
                         raise
                 self.opened += 1
+                # a memory opened (the bench counts the recalls that paid for one)
+                log_event(
+                    log,
+                    "memory_open",
+                    user_key=key,
+                    ms=round((time.monotonic() - started) * 1000, 1),
+                    open=len(self._open) + 1,
+                )
                 entry = _Entry(key, memory)
                 self._open[key] = entry
             self._open.move_to_end(key)
