@@ -174,7 +174,7 @@ def test_the_run_scores_every_question_and_reports_both_ways(tiny, tmp_path):
     assert single["answer"]["ireneo"] == 1.0
     nothing = document["nothing"]
     assert nothing["answerable"] == 3 and nothing["unanswerable"] == 1
-    assert nothing["empty"] == len(locomo.EMPTY_QUERIES)
+    assert nothing["unavailable"] == 0 and nothing["empty"] == len(locomo.EMPTY_QUERIES)
     assert nothing["offtopic"] == {
         lang: len(locomo.offtopic_queries(lang)) for lang in locomo.OFFTOPIC_LANGS
     }
@@ -182,7 +182,9 @@ def test_the_run_scores_every_question_and_reports_both_ways(tiny, tmp_path):
     assert text in result.output
     assert "| overall | 3 |" in text and "| 4 single-hop | 1 |" in text
     assert "(≥ 0.85)" in text and "off-topic questions (ko) with no hit" in text
-    assert (out / "locomo" / "locomo.png").stat().st_size > 10_000
+    assert (out / "locomo" / "latest.png").stat().st_size > 10_000
+    named = out / "locomo" / f"{document['model']}.md"  # kept beside another model's run
+    assert named.read_text() == text
     # no LoCoMo text in the results: they may be kept in the repository
     assert "Varnholm" not in json.dumps(document) and "Varnholm" not in text
 

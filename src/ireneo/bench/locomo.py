@@ -40,6 +40,7 @@ from ireneo.model import Block, Hit, Turn
 from ireneo.render import render_hit
 from ireneo.server.settings import Settings
 from ireneo.server.tools import NO_MEMORY, NOTHING_RELEVANT, Recaller, recall_answer
+from ireneo.server.tools import UNAVAILABLE as UNAVAILABLE_ANSWER
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 ADVERSARIAL = 5  # the answer is not in the chat: "unanswerable"
@@ -335,16 +336,29 @@ def offtopic_queries(lang: str) -> list[str]:
 OFFTOPIC_LANGS = ("en", "ru", "ko")
 
 
-def tool_answers(memory: Memory, queries: list[str]) -> list[bool]:
-    """For each query, whether the real tool (`Recaller.recall`, its query guard included)
-    answered with a passage rather than "nothing relevant"."""
-    recaller = Recaller(k=K, max_chars=MAX_CHARS, max_query_chars=Settings.max_query_chars)
+HIT, NOTHING, UNAVAILABLE = "hit", "nothing", "unavailable"
+
+
+def tool_answers(memory: Memory, queries: list[str]) -> list[str]:
+    """What the real tool (`Recaller.recall`, its query guard included) answered each query
+    with: HIT (a passage), NOTHING ("nothing relevant") or UNAVAILABLE (its failure sentence).
+    Its timeout is lifted to a minute: this measures relevance, and a busy machine's first
+    Korean query (loading the morpheme analyser) can take the server's 10 s."""
+    recaller = Recaller(
+        k=K, max_chars=MAX_CHARS, max_query_chars=Settings.max_query_chars, timeout=60.0
+    )
     lease = lambda: nullcontext(memory)  # noqa: E731 - the caller's memory, as the server leases it
 
     async def ask() -> list[str]:
         return [await recaller.recall(lambda: ("bench", lease), query) for query in queries]
 
-    return [answer not in (NOTHING_RELEVANT, NO_MEMORY) for answer in asyncio.run(ask())]
+    return [_outcome(answer) for answer in asyncio.run(ask())]
+
+
+def _outcome(answer: str) -> str:
+    if answer in (NOTHING_RELEVANT, NO_MEMORY):
+        return NOTHING
+    return UNAVAILABLE if answer == UNAVAILABLE_ANSWER else HIT
 
 
 @dataclass
@@ -359,21 +373,26 @@ class Nothing:
     empty_with_hit: int = 0  # content-free queries that got a hit (must be 0)
     offtopic: dict[str, int] = field(default_factory=dict)  # lang -> queries asked
     offtopic_silent: dict[str, int] = field(default_factory=dict)  # lang -> no hit
+    unavailable: int = 0  # answers of the tool's failure sentence, counted in none of the above
 
 
 def nothing_relevant(memory: Memory, sample: Sample, scored: list[Scored], into: Nothing) -> None:
     into.answerable += len(scored)
     into.cut_short += sum(s.hits < K for s in scored)
-    silent = tool_answers(memory, [q.text for q in sample.unanswerable])
-    into.unanswerable += len(silent)
-    into.unanswerable_silent += silent.count(False)
+    answered = tool_answers(memory, [q.text for q in sample.unanswerable])
+    into.unavailable += answered.count(UNAVAILABLE)
+    into.unanswerable += len(answered) - answered.count(UNAVAILABLE)
+    into.unanswerable_silent += answered.count(NOTHING)
     answered = tool_answers(memory, list(EMPTY_QUERIES))
-    into.empty += len(answered)
-    into.empty_with_hit += sum(answered)
+    into.unavailable += answered.count(UNAVAILABLE)
+    into.empty += len(answered) - answered.count(UNAVAILABLE)
+    into.empty_with_hit += answered.count(HIT)
     for lang in OFFTOPIC_LANGS:
         answered = tool_answers(memory, offtopic_queries(lang))
-        into.offtopic[lang] = into.offtopic.get(lang, 0) + len(answered)
-        into.offtopic_silent[lang] = into.offtopic_silent.get(lang, 0) + answered.count(False)
+        into.unavailable += answered.count(UNAVAILABLE)
+        asked = len(answered) - answered.count(UNAVAILABLE)
+        into.offtopic[lang] = into.offtopic.get(lang, 0) + asked
+        into.offtopic_silent[lang] = into.offtopic_silent.get(lang, 0) + answered.count(NOTHING)
 
 
 # -- the run ------------------------------------------------------------------------------------
@@ -473,12 +492,17 @@ def summary(scored: list[Scored]) -> dict[str, dict[str, float]]:
 
 
 def save(doc: dict, out: Path) -> Path:
-    """latest.json, latest.md and locomo.png under `out`/locomo; returns the markdown's path."""
+    """The report as JSON, markdown and a plot under `out`/locomo, as `latest.*` and again
+    named by the model (runs of two models side by side); returns the latest markdown."""
     folder = Path(out) / "locomo"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "latest.json").write_text(json.dumps(doc, indent=1))
-    (folder / "latest.md").write_text(markdown(doc))
-    plot(doc, folder / "locomo.png")
+    stems = ["latest"]
+    if doc["model"] and re.fullmatch(r"[\w.-]{1,64}", doc["model"]):
+        stems.append(doc["model"])
+    for stem in stems:
+        (folder / f"{stem}.json").write_text(json.dumps(doc, indent=1))
+        (folder / f"{stem}.md").write_text(markdown(doc))
+        plot(doc, folder / f"{stem}.png")
     return folder / "latest.md"
 
 
@@ -537,6 +561,9 @@ def markdown(doc: dict) -> str:
     lines += [
         f"| unanswerable questions (category 5) with no hit | {n['unanswerable']} "
         f"| {_share(n['unanswerable_silent'], n['unanswerable'])} | (information) |",
+        "",
+        f"The tool answered {n['unavailable']} of these queries with its failure sentence "
+        "(left out of the counts above).",
         "",
         f"Time per question (the tool's recall and text): p50 {_ms(doc['time']['question_p50_ms'])}"
         f", p95 {_ms(doc['time']['question_p95_ms'])}; indexing a sample: median "
