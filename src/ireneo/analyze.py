@@ -11,8 +11,10 @@ PostgreSQL whatever their own tokenisers would have done:
   "믹서", "발행한" gives "발행", because Korean attaches particles and endings to words;
 - CJK runs become overlapping character bigrams: Chinese and Japanese write no spaces.
 
-A memory indexed before ireneo read Korean by morphemes keeps reading it by bigrams (its
-`hangul` setting, see `index.hangul_of`), so its stored terms and its queries' terms still agree.
+A memory indexed before ireneo read Korean by morphemes, or made where Kiwi is not installed
+(it is the `ko` extra: ~145 MB an English user need not carry), reads Korean by bigrams (its
+`hangul` setting, see `index.hangul_of`), so its stored terms and its queries' terms always
+agree. Bigrams cost Korean recall: docs/korean.md has the figures.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from itertools import pairwise
 from typing import Literal
 
 import Stemmer
+
+from ireneo.extras import has, missing
 
 Hangul = Literal["morphemes", "bigrams"]
 
@@ -61,14 +65,21 @@ _kiwi = None
 _kiwi_lock = threading.Lock()
 
 
+def korean_morphemes() -> bool:
+    """Whether Korean can be read by morphemes here: Kiwi (the `ko` extra) is installed."""
+    return has("kiwipiepy")
+
+
 def _korean_analyser():  # noqa: ANN202 - kiwipiepy's Kiwi, imported lazily
     """Kiwi, loaded at the first Korean text (~1 s, ~230 MB): a memory without Korean never
-    loads it."""
+    loads it. A memory that reads Korean by morphemes cannot read it without Kiwi."""
     global _kiwi
     with _kiwi_lock:
         if _kiwi is None:
-            from kiwipiepy import Kiwi
-
+            try:
+                from kiwipiepy import Kiwi
+            except ImportError as exc:
+                raise missing("ko", "this memory reads Korean by morphemes, which", exc) from None
             _kiwi = Kiwi(load_typo_dict=False, load_multi_dict=False)
         return _kiwi
 

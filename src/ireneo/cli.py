@@ -275,7 +275,8 @@ def status(memory: Memory, as_json: bool) -> None:
     s.extra["korean"] = (
         "by morphemes"
         if memory.hangul == "morphemes"
-        else "by bigrams (indexed before morphemes; index it again to change)"
+        else "by bigrams (made before morphemes or without the ko extra; a new memory made "
+        "after pip install 'ireneo[ko]' reads by morphemes)"
     )
     emit(as_json, document, render_status(s, memory.location))
 
@@ -451,6 +452,13 @@ def bench(
 ) -> None:
     """Measure recall accuracy and cost on synthetic histories, against baselines."""
     from datetime import datetime
+
+    from ireneo.extras import MissingExtra, need
+
+    try:  # before minutes of work: every mode ends in plots
+        need("bench", "ireneo bench (its plots)", "matplotlib")
+    except MissingExtra as exc:
+        raise click.ClickException(str(exc)) from None
 
     if locomo:
         from ireneo.bench import locomo as locomo_bench
@@ -628,9 +636,13 @@ def db() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def db_upgrade(database_url: str, app_role: str, as_json: bool) -> None:
     """Apply the schema migrations that are missing, then grant the application role."""
-    import psycopg
+    from ireneo.extras import MissingExtra
 
-    from ireneo.store import pg_schema
+    try:
+        from ireneo.store import pg_schema  # psycopg with it, or a one-line MissingExtra
+    except MissingExtra as exc:
+        raise click.ClickException(str(exc)) from None
+    import psycopg
 
     try:
         applied = pg_schema.upgrade(database_url, app_role)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ireneo.analyze import Hangul, terms
+from ireneo.analyze import Hangul, korean_morphemes, terms
 from ireneo.embed import Embedder
 from ireneo.errors import FormatError
 from ireneo.formats import funes_jsonl, jsonl
@@ -116,8 +116,8 @@ def store_turns(
 
 def hangul_of(store: Store) -> Hangul:
     """How a memory reads Korean: as it records, else by bigrams if it holds anything (it was
-    written before ireneo read Korean by morphemes), else by morphemes. `remember_hangul`
-    records it."""
+    written before ireneo read Korean by morphemes) or Kiwi is not installed (the `ko` extra),
+    else by morphemes. `remember_hangul` records it."""
     return _hangul(store, store.get_meta("hangul"))
 
 
@@ -135,7 +135,7 @@ def _hangul(store: Store, recorded: str | None) -> Hangul:
         return recorded
     # an explicit memory records the model as it is stored, a conversation at its embedding
     written = store.get_meta("model") is not None or not store.is_empty()
-    return "bigrams" if written else "morphemes"
+    return "bigrams" if written or not korean_morphemes() else "morphemes"
 
 
 def passages(

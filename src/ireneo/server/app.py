@@ -37,6 +37,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ireneo import privacy
 from ireneo.embed import DEFAULT_MODEL, load_embedder
+from ireneo.extras import MissingExtra
 from ireneo.memories import Memories, MemoryPolicy, utc_now
 from ireneo.server.auth import build_verifier, caller_user
 from ireneo.server.chat import ChatRoutes
@@ -50,11 +51,12 @@ from ireneo.server.logs import log_event
 from ireneo.server.memories import MemoryRegistry, user_key
 from ireneo.server.periodic import every
 from ireneo.server.settings import Settings
-from ireneo.server.shared_indexer import SharedIndexer
 from ireneo.server.tools import MemoryLease, MemoryTools, Recaller, register_tools
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
+
+    from ireneo.server.shared_indexer import SharedIndexer
 
 log = logging.getLogger("ireneo.server")
 
@@ -163,6 +165,8 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
     )
     indexer: Indexer | SharedIndexer
     if pool is not None:
+        from ireneo.server.shared_indexer import SharedIndexer  # PostgreSQL's: an extra
+
         indexer = SharedIndexer(
             registry,
             pool,
@@ -386,9 +390,11 @@ def _database(settings: Settings) -> ConnectionPool | None:
     first when IRENEO_DB_UPGRADE asks, as the owner when IRENEO_DATABASE_OWNER_URL is given)."""
     if not settings.database_url:
         return None
-    from ireneo.store import pg_schema
-    from ireneo.store.postgres import SchemaOutdated, open_pool
-
+    try:
+        from ireneo.store import pg_schema
+        from ireneo.store.postgres import SchemaOutdated, open_pool
+    except MissingExtra as exc:
+        raise ConfigError(str(exc)) from None
     try:
         if settings.db_upgrade:
             applied = pg_schema.upgrade(

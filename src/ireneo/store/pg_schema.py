@@ -17,8 +17,13 @@ from __future__ import annotations
 
 import re
 
-import psycopg
-from psycopg import sql
+from ireneo.extras import missing
+
+try:
+    import psycopg
+    from psycopg import sql
+except ImportError as exc:
+    raise missing("postgres", "a PostgreSQL database", exc) from None
 
 SCHEMA = "ireneo"
 DEFAULT_APP_ROLE = "ireneo_app"

@@ -26,12 +26,17 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 import numpy as np
-import psycopg
-from pgvector.psycopg import register_vector
-from psycopg.types import TypeInfo
-from psycopg_pool import ConnectionPool
 
 from ireneo.errors import StorageFull
+from ireneo.extras import missing
+
+try:
+    import psycopg
+    from pgvector.psycopg import register_vector
+    from psycopg.types import TypeInfo
+    from psycopg_pool import ConnectionPool
+except ImportError as exc:
+    raise missing("postgres", "a PostgreSQL memory", exc) from None
 from ireneo.model import SessionSummary, Turn
 from ireneo.store import pg_schema
 from ireneo.store.base import (
