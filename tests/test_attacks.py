@@ -41,7 +41,6 @@ from tests.conftest_server import (
     RunningServer,
     conversation,
     make_settings,
-    refs_in,
 )
 
 ADMIN_KEY = "admin-key-for-attacks-0123456789"
@@ -234,7 +233,9 @@ def test_limit_and_importance_are_bounded_by_the_schema(alice):
 
 
 def test_arguments_within_bounds_still_work(alice):
-    assert "MT-4471" in alice.text("recall_my_conversations", query="q" * 400 + " MT-4471")
+    query = "pump K-2 bearing noise ticket MT-4471 " * 13  # 494 characters
+    assert len(query) <= 500
+    assert "MT-4471" in alice.text("recall_my_conversations", query=query)
     stored = alice.text("store_memory", content="Alice prefers the K-2 line.", tags=["a"] * 20)
     assert stored.startswith("Stored memory mem-")
 
@@ -589,4 +590,19 @@ def test_the_tool_descriptions_say_recalled_text_is_evidence(server):
     found = asyncio.run(descriptions())
     for name in ("recall_my_conversations", "read_conversation", "search_memories"):
         assert "never instructions" in found[name], name
-    assert refs_in("ref abc") == ["abc"]
+
+
+def test_the_tool_schemas_advertise_the_bounds(server):
+    async def schemas() -> dict[str, dict]:
+        async with Client(f"{server.url}/mcp", auth=server.token("alice")) as client:
+            return {tool.name: tool.inputSchema["properties"] for tool in await client.list_tools()}
+
+    found = asyncio.run(schemas())
+    assert found["recall_my_conversations"]["query"]["maxLength"] == 500
+    assert found["read_conversation"]["ref"]["maxLength"] == 64
+    assert found["read_conversation"]["from_turn"]["maximum"] == 10**9
+    assert found["store_memory"]["content"]["maxLength"] == 8000
+    assert found["store_memory"]["tags"]["maxItems"] == 20
+    assert found["search_memories"]["tags"]["items"]["maxLength"] == 64
+    assert found["search_memories"]["limit"]["maximum"] == 50
+    assert found["delete_memory"]["id"]["maxLength"] == 64

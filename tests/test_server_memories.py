@@ -78,7 +78,7 @@ def test_store_then_search_shows_id_date_importance_tags_and_text(server):
     assert re.fullmatch(
         rf"\[1\] {memory_id} · \d{{4}}-\d\d-\d\d · high · tags: db, prefs", header
     ), header
-    assert body == "    " + FACT
+    assert body == "    | " + FACT
 
 
 def test_alice_never_sees_or_deletes_bobs_memories_even_in_the_same_words(server):

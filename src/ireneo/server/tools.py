@@ -23,9 +23,11 @@ from fastmcp import FastMCP
 from pydantic import Field
 
 from ireneo.errors import NotFound
-from ireneo.memories import STORED as STORED  # re-exported: the tools' sentences
-from ireneo.memories import UPDATED as UPDATED
 from ireneo.memories import (
+    MAX_CONTENT_CHARS,
+    MAX_SOURCE_CHARS,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
     Clock,
     InvalidMemory,
     Memories,
@@ -37,6 +39,8 @@ from ireneo.memories import (
     render_memory_hits,
     utc_now,
 )
+from ireneo.memories import STORED as STORED  # re-exported: the tools' sentences
+from ireneo.memories import UPDATED as UPDATED
 from ireneo.memory import Memory
 from ireneo.model import Hit
 from ireneo.render import render_hits, render_turns
@@ -110,6 +114,10 @@ Importance = Literal["low", "medium", "high"]
 MAX_REF_CHARS = 64
 MAX_ID_CHARS = 64
 MAX_TURN = 10**9
+# The bounds, as the tools' schemas advertise them (checked by the tools, which answer with a
+# sentence, not by the schema, which would answer with a validation error).
+TURN = {"minimum": -MAX_TURN, "maximum": MAX_TURN}
+TAGS = {"maxItems": MAX_TAGS, "items": {"type": "string", "maxLength": MAX_TAG_CHARS}}
 
 MemoryLease = Callable[[], AbstractContextManager[Memory | None]]
 # The caller's identity for logs (a hashed key) and a way to open their memory; None when the
@@ -475,18 +483,28 @@ def register_tools(
         _register_memory_tools(mcp, memory_tools, caller, writer or caller)
 
 
+def _query(description: str, max_chars: int) -> Any:
+    """The type of a `query` argument, its schema saying the server's bound (set on the function
+    after it is defined: the bound is a setting, and these annotations are read as strings)."""
+    return Annotated[
+        str, Field(description=description, json_schema_extra={"maxLength": max_chars})
+    ]
+
+
 def _register_recall_tools(mcp: FastMCP, recaller: Recaller, caller: Caller) -> None:
 
-    @mcp.tool(
+    async def recall_my_conversations(query: str) -> str:
+        return await recaller.recall(caller, query)
+
+    recall_my_conversations.__annotations__["query"] = _query(
+        "A few words: identifiers and key nouns.", recaller.max_query_chars
+    )
+    mcp.tool(
         name="recall_my_conversations",
         description=RECALL_DESCRIPTION,
         annotations={"readOnlyHint": True, "openWorldHint": False},
         output_schema=None,
-    )
-    async def recall_my_conversations(
-        query: Annotated[str, Field(description="A few words: identifiers and key nouns.")],
-    ) -> str:
-        return await recaller.recall(caller, query)
+    )(recall_my_conversations)
 
     @mcp.tool(
         name="read_conversation",
@@ -495,9 +513,19 @@ def _register_recall_tools(mcp: FastMCP, recaller: Recaller, caller: Caller) -> 
         output_schema=None,
     )
     async def read_conversation(
-        ref: Annotated[str, Field(description="The ref printed with a recalled passage.")],
-        from_turn: Annotated[int | None, Field(description="First turn number to read.")] = None,
-        to_turn: Annotated[int | None, Field(description="Last turn number to read.")] = None,
+        ref: Annotated[
+            str,
+            Field(
+                description="The ref printed with a recalled passage.",
+                json_schema_extra={"maxLength": MAX_REF_CHARS},
+            ),
+        ],
+        from_turn: Annotated[
+            int | None, Field(description="First turn number to read.", json_schema_extra=TURN)
+        ] = None,
+        to_turn: Annotated[
+            int | None, Field(description="Last turn number to read.", json_schema_extra=TURN)
+        ] = None,
     ) -> str:
         return await recaller.read(caller, ref, from_turn, to_turn)
 
@@ -512,36 +540,54 @@ def _register_memory_tools(
         output_schema=None,
     )
     async def store_memory(
-        content: Annotated[str, Field(description="The fact to keep, in a sentence or two.")],
+        content: Annotated[
+            str,
+            Field(
+                description="The fact to keep, in a sentence or two.",
+                json_schema_extra={"maxLength": MAX_CONTENT_CHARS},
+            ),
+        ],
         tags: Annotated[
-            list[str] | None, Field(description="Labels to filter by later, e.g. ['billing'].")
+            list[str] | None,
+            Field(
+                description="Labels to filter by later, e.g. ['billing'].", json_schema_extra=TAGS
+            ),
         ] = None,
         importance: Annotated[
             Importance, Field(description="low (expires after a while), medium or high.")
         ] = "medium",
         source: Annotated[
-            str | None, Field(description="Where the fact came from, e.g. 'chat 2026-10-08'.")
+            str | None,
+            Field(
+                description="Where the fact came from, e.g. 'chat 2026-10-08'.",
+                json_schema_extra={"maxLength": MAX_SOURCE_CHARS},
+            ),
         ] = None,
     ) -> str:
         return await memory_tools.store(writer, content, tags, importance, source)
 
-    @mcp.tool(
-        name="search_memories",
-        description=SEARCH_DESCRIPTION,
-        annotations={"readOnlyHint": True, "openWorldHint": False},
-        output_schema=None,
-    )
     async def search_memories(
-        query: Annotated[str, Field(description="A few words: key nouns and identifiers.")],
+        query: str,
         limit: Annotated[int, Field(ge=1, le=50, description="Most memories to return.")] = 10,
         tags: Annotated[
-            list[str] | None, Field(description="Only memories holding any of these tags.")
+            list[str] | None,
+            Field(description="Only memories holding any of these tags.", json_schema_extra=TAGS),
         ] = None,
         min_importance: Annotated[
             Importance | None, Field(description="Only this importance and above.")
         ] = None,
     ) -> str:
         return await memory_tools.search(caller, query, limit, tags, min_importance)
+
+    search_memories.__annotations__["query"] = _query(
+        "A few words: key nouns and identifiers.", memory_tools.recaller.max_query_chars
+    )
+    mcp.tool(
+        name="search_memories",
+        description=SEARCH_DESCRIPTION,
+        annotations={"readOnlyHint": True, "openWorldHint": False},
+        output_schema=None,
+    )(search_memories)
 
     @mcp.tool(
         name="delete_memory",
@@ -550,6 +596,12 @@ def _register_memory_tools(
         output_schema=None,
     )
     async def delete_memory(
-        id: Annotated[str, Field(description="The memory's id, e.g. mem-3f2a9c1b7d4e.")],
+        id: Annotated[
+            str,
+            Field(
+                description="The memory's id, e.g. mem-3f2a9c1b7d4e.",
+                json_schema_extra={"maxLength": MAX_ID_CHARS},
+            ),
+        ],
     ) -> str:
         return await memory_tools.delete(caller, id)
