@@ -10,7 +10,6 @@ answer with a plain sentence (docs/memories.md lists the memory tools' sentences
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import time
@@ -45,6 +44,7 @@ from ireneo.memory import Memory
 from ireneo.model import Hit
 from ireneo.render import render_hits, render_turns
 from ireneo.server.logs import log_event
+from ireneo.server.slots import BUSY, Busy, FairSlots
 
 T = TypeVar("T")
 
@@ -169,9 +169,7 @@ class Recaller:
         self.max_chars = max_chars
         self.max_query_chars = max_query_chars
         self.timeout = timeout
-        self._slots = asyncio.Semaphore(concurrency)
-        self.active = 0
-        self.peak = 0  # most recalls running at once, for tests
+        self._slots = FairSlots(concurrency)  # fair between users (ireneo.server.slots)
         self.timeouts = 0
 
     async def recall(self, caller: Caller, query: str) -> str:
@@ -233,7 +231,9 @@ class Recaller:
         key, lease = who
         level, fields = logging.INFO, dict(log_fields)
         try:
-            text, outcome = await self._bounded(functools.partial(fn, lease, *args))
+            text, outcome = await self._bounded(functools.partial(fn, lease, *args), key)
+        except Busy:
+            level, text, outcome = logging.WARNING, BUSY, "busy"
         except TimeoutError:
             self.timeouts += 1
             level, text, outcome = logging.WARNING, unavailable, "timeout"
@@ -252,29 +252,21 @@ class Recaller:
         )
         return text
 
-    async def _bounded(self, fn: Callable[[], T]) -> T:
-        """Run `fn` in a worker thread holding a slot; give up waiting after `timeout`.
+    async def _bounded(self, fn: Callable[[], T], user: str | None = None) -> T:
+        """Run `fn` in a worker thread holding one of `user`'s fair slots, within `timeout`
+        (ireneo.server.slots: one user holds at most half of them; Busy when too many of
+        theirs wait). `user` None: bounded by the total only."""
+        return await self._slots.run(user, fn, self.timeout)
 
-        The slot is held until the thread is done, even when the caller gave up, so that slow
-        recalls cannot pile up threads beyond `concurrency`.
-        """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.timeout
-        async with asyncio.timeout_at(deadline):
-            await self._slots.acquire()
-        self.active += 1
-        self.peak = max(self.peak, self.active)
-        future = loop.run_in_executor(None, fn)
+    @property
+    def active(self) -> int:
+        """Calls whose worker thread is running, overdue ones included."""
+        return self._slots.active
 
-        def finished(done: asyncio.Future) -> None:
-            self.active -= 1
-            self._slots.release()
-            if not done.cancelled():
-                done.exception()  # retrieved: an abandoned failure is not reported twice
-
-        future.add_done_callback(finished)
-        async with asyncio.timeout_at(deadline):
-            return await asyncio.shield(future)
+    @property
+    def peak(self) -> int:
+        """Most calls running at once, for tests."""
+        return self._slots.peak
 
     # -- in the worker thread -------------------------------------------------------------
     def _recall_sync(self, lease: MemoryLease, query: str) -> tuple[str, str]:
