@@ -159,6 +159,7 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
     registry = MemoryRegistry(
         settings.users_dir,
         capacity=settings.max_open_memories,
+        budget_bytes=settings.max_open_mb * 2**20,
         model=settings.model,
         rerank=settings.rerank,
         database=pool,

@@ -1,10 +1,16 @@
 """One memory per user, kept open in a bounded registry.
 
 A user's memory lives in `<home>/users/<key>`, where `key = sha256(user)[:24]`: the directory
-name never shows the user id. The registry keeps at most `capacity` memories open (least
-recently used first out); a memory that is evicted while someone still uses it is closed when
-the last lease ends, and a lease on it meanwhile gets the same object back, so one directory is
-never open twice.
+name never shows the user id. The registry keeps memories open within two bounds, least recently
+used first out: at most `capacity` of them (and, on SQLite, no more than a third of the file
+descriptors the process may hold: each open file is three), and at most `budget_bytes` of RAM
+by their own estimate (Store.resident_bytes: search's copies and SQLite's page cache), so a
+server holds many small memories or a few large ones. A memory that is evicted while someone
+still uses it is closed when the last lease ends, and a lease on it meanwhile gets the same
+object back, so one directory is never open twice.
+
+A memory is opened outside the registry's lock (one opener per key; the others wait for it): a
+cold open, which may read a database, never holds up the leases of other users.
 
 With a PostgreSQL `database` (a connection pool shared by every memory), a user's memory is the
 rows keyed by that same key, and no directory is made.
@@ -21,7 +27,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,6 +54,32 @@ class _Entry:
     memory: Memory
     leases: int = 0
     retired: bool = False
+    bytes: int = 0  # its estimate of the RAM it holds, as of its last lease
+
+
+@dataclass
+class _Gate:
+    """One opener of a key at a time; `waiting` counts who holds or waits for it."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    waiting: int = 0
+
+
+FD_PER_MEMORY = 3  # an open SQLite memory: its file, its write-ahead log, its shared memory
+FD_SPARE = 256  # descriptors left for sockets, the model, logs
+
+
+def fd_room() -> int:
+    """How many SQLite memories this process can keep open, by its file descriptor limit."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, ValueError, OSError):
+        return 1 << 30
+    if soft == resource.RLIM_INFINITY:
+        return 1 << 30
+    return max(1, (soft - FD_SPARE) // FD_PER_MEMORY)
 
 
 class MemoryRegistry:
@@ -56,6 +88,7 @@ class MemoryRegistry:
         users_dir: Path,
         *,
         capacity: int = 64,
+        budget_bytes: int | None = None,
         model: str | None = None,
         rerank: str | None = None,
         opener: Callable[..., Memory] = Memory,
@@ -63,12 +96,15 @@ class MemoryRegistry:
     ):
         self.users_dir = Path(users_dir)
         self.database = database
-        self.capacity = max(1, capacity)
+        self.capacity = max(1, capacity if database is not None else min(capacity, fd_room()))
+        self.budget_bytes = budget_bytes
         self.model, self.rerank = model, rerank
         self._opener = opener
         self._lock = threading.Lock()
         self._open: OrderedDict[str, _Entry] = OrderedDict()
         self._retiring: dict[str, _Entry] = {}
+        self._gates: dict[str, _Gate] = {}
+        self._bytes = 0  # the sum of the open entries' bytes
         self.opened = 0
         self.closed = 0
 
@@ -116,18 +152,28 @@ class MemoryRegistry:
         Call it after forgetting everything in it: deleting files does not scrub them.
         """
         path = self.path(key)
-        with self._lock:
-            entry = self._open.pop(key, None) or self._retiring.pop(key, None)
-            if entry is not None:
-                entry.retired = True
-            idle = entry is not None and entry.leases == 0
-        if idle:
-            self._close(entry)
-        shutil.rmtree(path, ignore_errors=True)
+        with self._gate(key):  # no open of this key is under way meanwhile
+            with self._lock:
+                entry = self._open.pop(key, None)
+                if entry is not None:
+                    self._bytes -= entry.bytes
+                else:
+                    entry = self._retiring.pop(key, None)
+                if entry is not None:
+                    entry.retired = True
+                idle = entry is not None and entry.leases == 0
+            if idle:
+                self._close(entry)
+            shutil.rmtree(path, ignore_errors=True)
 
     def open_count(self) -> int:
         with self._lock:
             return len(self._open)
+
+    def held_bytes(self) -> int:
+        """The open memories' estimate of the RAM they hold."""
+        with self._lock:
+            return self._bytes
 
     def close_all(self) -> None:
         """Close every memory now, or when its last lease ends."""
@@ -135,6 +181,7 @@ class MemoryRegistry:
             entries = [*self._open.values(), *self._retiring.values()]
             self._open.clear()
             self._retiring.clear()
+            self._bytes = 0
             idle = []
             for entry in entries:
                 entry.retired = True
@@ -146,69 +193,117 @@ class MemoryRegistry:
             self._close(entry)
 
     # -- internals ------------------------------------------------------------------------
+    def _leased(self, key: str) -> _Entry | None:
+        """The key's entry, open or retiring, with one more lease; call under the lock."""
+        entry = self._open.get(key)
+        if entry is None and key in self._retiring:
+            entry = self._retiring.pop(key)
+            entry.retired = False
+            self._open[key] = entry
+            self._bytes += entry.bytes
+        if entry is not None:
+            self._open.move_to_end(key)
+            entry.leases += 1
+        return entry
+
+    @contextmanager
+    def _gate(self, key: str) -> Iterator[None]:
+        with self._lock:
+            gate = self._gates.setdefault(key, _Gate())
+            gate.waiting += 1
+        try:
+            with gate.lock:
+                yield
+        finally:
+            with self._lock:
+                gate.waiting -= 1
+                if not gate.waiting:
+                    del self._gates[key]
+
     def _acquire(self, key: str, create: bool) -> _Entry | None:
         # a key names rows in the database (any the store holds) or a directory (checked)
         path = self.path(key) if self.database is None else None
-        evicted: list[_Entry] = []
         with self._lock:
-            entry = self._open.get(key)
-            if entry is None and key in self._retiring:
-                entry = self._retiring.pop(key)
-                entry.retired = False
-                self._open[key] = entry
-            if entry is None:
-                started = time.monotonic()
-                if not create and not self.exists(key):
-                    return None
-                if self.database is not None:
-                    memory = self._opener(
-                        database=self.database, user=key, model=self.model, rerank=self.rerank
-                    )
-                else:
-                    assert path is not None
-                    created = create and not path.exists()
-                    if create:
-                        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-                    try:
-                        memory = self._opener(path, model=self.model, rerank=self.rerank)
-                    except BaseException:
-                        if created:  # a full disk: leave no empty memory behind
-                            shutil.rmtree(path, ignore_errors=True)
-                        raise
+            entry = self._leased(key)
+        if entry is not None:
+            return entry
+        with self._gate(key):
+            with self._lock:  # opened by whoever held the gate before
+                entry = self._leased(key)
+            if entry is not None:
+                return entry
+            started = time.monotonic()
+            if not create and not self.exists(key):
+                return None
+            memory = self._open_memory(key, path, create)
+            with self._lock:
                 self.opened += 1
-                # a memory opened (the bench counts the recalls that paid for one)
-                log_event(
-                    log,
-                    "memory_open",
-                    user_key=key,
-                    ms=round((time.monotonic() - started) * 1000, 1),
-                    open=len(self._open) + 1,
-                )
-                entry = _Entry(key, memory)
+                entry = _Entry(key, memory, leases=1)
                 self._open[key] = entry
-            self._open.move_to_end(key)
-            entry.leases += 1
-            while len(self._open) > self.capacity:
-                old_key, old = self._open.popitem(last=False)
-                old.retired = True
-                if old.leases:
-                    self._retiring[old_key] = old
-                else:
-                    evicted.append(old)
+                held = len(self._open)
+                evicted = self._evict()
+        # a memory opened (the bench counts the recalls that paid for one)
+        log_event(
+            log,
+            "memory_open",
+            user_key=key,
+            ms=round((time.monotonic() - started) * 1000, 1),
+            open=held,
+        )
         for old in evicted:
             self._close(old)
         return entry
 
+    def _open_memory(self, key: str, path: Path | None, create: bool) -> Memory:
+        if self.database is not None:
+            return self._opener(
+                database=self.database, user=key, model=self.model, rerank=self.rerank
+            )
+        assert path is not None
+        created = create and not path.exists()
+        if create:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            return self._opener(path, model=self.model, rerank=self.rerank)
+        except BaseException:
+            if created:  # a full disk: leave no empty memory behind
+                shutil.rmtree(path, ignore_errors=True)
+            raise
+
+    def _evict(self) -> list[_Entry]:
+        """Retire the least recently used memories past the bounds (never the last one used);
+        returns those nobody uses, to close outside the lock. Call under the lock."""
+        idle = []
+        while len(self._open) > 1 and (
+            len(self._open) > self.capacity
+            or (self.budget_bytes is not None and self._bytes > self.budget_bytes)
+        ):
+            old_key, old = self._open.popitem(last=False)
+            self._bytes -= old.bytes
+            old.retired = True
+            if old.leases:
+                self._retiring[old_key] = old
+            else:
+                idle.append(old)
+        return idle
+
     def _release(self, entry: _Entry) -> None:
-        close = False
+        size = _resident_bytes(entry.memory)  # it may have read its copies meanwhile
+        close, evicted = False, []
         with self._lock:
             entry.leases -= 1
+            if not entry.retired and self._open.get(entry.key) is entry:
+                self._bytes += size - entry.bytes
+                evicted = self._evict()
+            entry.bytes = size
             if entry.retired and entry.leases == 0:
                 key = entry.key
                 if self._retiring.get(key) is entry:
                     del self._retiring[key]
                 close = True
-        if close:
+        for old in evicted:
+            self._close(old)
+        if close and entry not in evicted:
             self._close(entry)
 
     def _close(self, entry: _Entry) -> None:
@@ -217,3 +312,11 @@ class MemoryRegistry:
         finally:
             with self._lock:
                 self.closed += 1
+
+
+def _resident_bytes(memory: Memory) -> int:
+    store = getattr(memory, "store", None)
+    try:
+        return int(store.resident_bytes()) if store is not None else 0
+    except Exception:  # noqa: BLE001 - an estimate: a closed or odd store counts nothing
+        return 0

@@ -56,7 +56,9 @@ class Settings:
     ingest_concurrency: int = 4  # stores running at once (worker threads)
     ingest_queue: int = 64  # ingest requests admitted at once, running or waiting; then 429
     read_timeout: float = 10.0  # seconds to send a request's head, then its body
-    max_open_memories: int = 64
+    # open memories: at most this many, holding at most this much RAM (server/memories.py)
+    max_open_memories: int = 2048
+    max_open_mb: int = 256
     # explicit memories (ireneo.memories) and the chat loop (ireneo.server.chat)
     memory_tools: bool = True  # store/search/delete_memory on /mcp (IRENEO_MEMORY_TOOLS=0: off)
     memory_policy: MemoryPolicy = field(default_factory=MemoryPolicy)
@@ -126,6 +128,7 @@ class Settings:
             "ingest_queue": number("IRENEO_INGEST_QUEUE", int, cls.ingest_queue),
             "read_timeout": number("IRENEO_READ_TIMEOUT", float, cls.read_timeout),
             "max_open_memories": number("IRENEO_MAX_OPEN_MEMORIES", int, cls.max_open_memories),
+            "max_open_mb": number("IRENEO_MAX_OPEN_MB", int, cls.max_open_mb),
             "memory_expiry_interval": number(
                 "IRENEO_MEMORY_EXPIRY_INTERVAL", float, cls.memory_expiry_interval
             ),

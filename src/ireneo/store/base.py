@@ -274,6 +274,11 @@ class Store(ABC):
             lambda index: index.extended(self._vector_rows(index.last_id)),
         )
 
+    def resident_bytes(self) -> int:
+        """Roughly the RAM this memory holds: the arrays of search's copies (the server bounds
+        its open memories by the sum; a memory whose copies are unread holds next to nothing)."""
+        return sum(_array_bytes(kept.state()[0]) for kept in (self._layout, self._vectors_kept))
+
     def vectors_unread(self) -> bool:
         """Whether this process has yet to read the vectors' copy: a fresh process's first
         recall then reads it on the calling thread while the model loads on the query worker
@@ -470,6 +475,22 @@ class Store(ABC):
     def memory_expire(self, updated_before: datetime) -> int:
         """Forget low-importance memories last updated before `updated_before`; how many."""
         raise NotImplementedError(f"{type(self).__name__} keeps no explicit memories")
+
+
+def _array_bytes(copy: object, depth: int = 2) -> int:
+    """The bytes of the numpy arrays a copy holds (and of the arrays and names its parts hold):
+    an estimate, which leaves out Python's own overheads but for a flat 64 bytes a name."""
+    if isinstance(copy, np.ndarray):
+        return copy.nbytes
+    if depth == 0:
+        return 0
+    if isinstance(copy, tuple):
+        return sum(_array_bytes(part, depth - 1) for part in copy)
+    if isinstance(copy, list):
+        return 64 * len(copy)
+    if not hasattr(copy, "__dict__"):
+        return 0
+    return sum(_array_bytes(part, depth - 1) for part in vars(copy).values())
 
 
 # -- explicit memories: the values a store keeps and answers with ---------------------------------

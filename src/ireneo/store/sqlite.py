@@ -53,6 +53,8 @@ from ireneo.store.vectors import VectorIndex
 DB_NAME = "memory.db"
 
 WAL_LIMIT = 8 * 2**20  # bytes
+PAGE_CACHE_BYTES = 2000 * 1024  # SQLite's default cache_size (-2000: KiB) of a connection
+OPEN_BYTES = 150 * 1024  # what an open memory's connection and objects hold (measured)
 
 
 # Numbered migrations, applied in order and recorded in the `migrations` table.
@@ -290,6 +292,15 @@ class SQLiteStore(Store):
 
     def __str__(self) -> str:
         return str(self.path)
+
+    def resident_bytes(self) -> int:
+        """Search's copies, SQLite's page cache (as large as the file, up to its limit) and what
+        an open connection holds besides."""
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            size = 0
+        return super().resident_bytes() + min(size, PAGE_CACHE_BYTES) + OPEN_BYTES
 
     # -- plumbing ---------------------------------------------------------------------------
     def _migrate(self) -> None:

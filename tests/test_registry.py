@@ -1,0 +1,103 @@
+"""The memory registry's bounds and opens: a budget in bytes beside the count, and cold opens
+that never hold up other users' leases."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from ireneo import Memory
+from ireneo.server.memories import MemoryRegistry, user_key
+
+
+def test_the_byte_budget_closes_the_least_recently_used_memories(tmp_path):
+    probe = Memory(tmp_path / "probe")
+    one = probe.store.resident_bytes()
+    probe.close()
+    assert one > 0
+    reg = MemoryRegistry(tmp_path / "users", capacity=100, budget_bytes=int(2.5 * one))
+    keys = [user_key(name) for name in ("a", "b", "c", "d")]
+    opened = []
+    for key in keys:
+        with reg.lease(key, create=True) as memory:
+            opened.append(memory)
+    assert reg.open_count() == 2
+    assert reg.held_bytes() <= 2.5 * one
+    assert [_closed(m) for m in opened] == [True, True, False, False]
+    with reg.lease(keys[0], create=False) as again:
+        assert again is not opened[0]  # it was closed, and is opened again
+    reg.close_all()
+    assert reg.held_bytes() == 0
+
+
+def test_a_large_memory_counts_for_more_than_a_small_one(tmp_path):
+    small, large = Memory(tmp_path / "small"), Memory(tmp_path / "large")
+    try:
+        large.store_turns(_turns(300))
+        large.embed_pending()
+        large.recall("pump P-7 seal leak", k=3)  # reads search's copies into RAM
+        small.recall("pump", k=3)
+        assert large.store.resident_bytes() > small.store.resident_bytes()
+    finally:
+        small.close()
+        large.close()
+
+
+def test_a_slow_open_does_not_hold_up_other_users_and_one_key_opens_once(tmp_path):
+    gate, opening = threading.Event(), threading.Event()
+    slow = user_key("slow")
+
+    def opener(path, **options):
+        if path.name == slow:
+            opening.set()
+            assert gate.wait(30)
+        return Memory(path, **options)
+
+    reg = MemoryRegistry(tmp_path / "users", capacity=10, opener=opener)
+    fast = user_key("fast")
+    with reg.lease(fast, create=True):
+        pass
+    with ThreadPoolExecutor(2) as pool:
+
+        def lease_slow():
+            with reg.lease(slow, create=True) as memory:
+                return memory
+
+        first, second = pool.submit(lease_slow), pool.submit(lease_slow)
+        assert opening.wait(30)
+        with reg.lease(fast, create=False) as memory:  # while `slow` is being opened
+            assert memory is not None
+        assert not first.done() and not second.done()
+        gate.set()
+        assert first.result(30) is second.result(30)  # opened once, leased twice
+    assert reg.opened == 2
+    reg.close_all()
+
+
+def _turns(count: int):
+    from datetime import UTC, datetime, timedelta
+
+    from ireneo.model import Block, Turn
+
+    start = datetime(2026, 10, 8, tzinfo=UTC)
+    return [
+        Turn(
+            session_id=f"c{i // 6}",
+            turn_uuid=f"t{i}",
+            seq=i % 6,
+            ts=start + timedelta(minutes=i),
+            role="user" if i % 2 == 0 else "assistant",
+            harness="test",
+            blocks=(Block("text", f"The pump P-{i} at site {i % 7} has a seal leak, ticket {i}."),),
+        )
+        for i in range(count)
+    ]
+
+
+def _closed(memory: Memory) -> bool:
+    try:
+        memory.store.get_meta("model")
+    except sqlite3.ProgrammingError:  # "Cannot operate on a closed database."
+        return True
+    return False
