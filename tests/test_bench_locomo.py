@@ -155,15 +155,16 @@ def test_evidence_counts_only_the_turns_the_budget_lets_through():
     assert locomo.shown_turns(hits, cut, {}) == [("a", 4), ("a", 5)]
 
 
-def test_the_run_scores_every_question_and_reports_both_ways(tiny, tmp_path):
-    out = tmp_path / "results"
-    result = CliRunner().invoke(main, ["bench", "--locomo", str(tiny), "--out", str(out)])
+def test_the_run_scores_every_question_and_reports_both_ways(tmp_path):
+    path, out = tmp_path / "two.json", tmp_path / "results"
+    path.write_text(json.dumps([TINY[0], {**TINY[0], "sample_id": "tiny-2"}]))
+    result = CliRunner().invoke(main, ["bench", "--locomo", str(path), "--out", str(out)])
     assert result.exit_code == 0, result.output
     document = json.loads((out / "locomo" / "latest.json").read_text())
-    assert document["samples"] == ["tiny-1"] and document["turns"] == 8
-    assert document["dropped_questions"] == 1
+    assert document["samples"] == ["tiny-1", "tiny-2"] and document["turns"] == 16
+    assert document["dropped_questions"] == 2
     overall = document["summary"]["overall"]
-    assert overall["questions"] == 3
+    assert overall["questions"] == 6
     for row in document["questions"]:
         # a baseline never shows more turns than ireneo did: the figures compare like with like
         assert 0 < row["shown"] <= 8 and row["hits"] <= locomo.K
@@ -172,15 +173,21 @@ def test_the_run_scores_every_question_and_reports_both_ways(tiny, tmp_path):
     # single-hop question's one evidence turn is among them
     single = next(r for r in document["questions"] if r["category"] == 4)
     assert single["answer"]["ireneo"] == 1.0
-    nothing = document["nothing"]
-    assert nothing["answerable"] == 3 and nothing["unanswerable"] == 1
-    assert nothing["unavailable"] == 0 and nothing["empty"] == len(locomo.EMPTY_QUERIES)
-    assert nothing["offtopic"] == {
-        lang: len(locomo.offtopic_queries(lang)) for lang in locomo.OFFTOPIC_LANGS
-    }
+    each, together = document["nothing"], document["nothing_together"]
+    assert each["passages"] == [8, 8] and together["passages"] == [16]  # the two samples in one
+    for nothing, memories in ((each, 2), (together, 1)):
+        assert nothing["answerable"] == 6 and nothing["unanswerable"] == 2
+        assert nothing["unavailable"] == 0
+        assert nothing["empty"] == memories * len(locomo.EMPTY_QUERIES)
+        assert nothing["offtopic"] == {
+            lang: memories * len(locomo.offtopic_queries(lang)) for lang in locomo.OFFTOPIC_LANGS
+        }
+        # the blank queries never reach search: the tool answers them with nothing
+        assert nothing["empty_with_hit"] <= nothing["empty"] - 3 * memories
     text = (out / "locomo" / "latest.md").read_text()
     assert text in result.output
-    assert "| overall | 3 |" in text and "| 4 single-hop | 1 |" in text
+    assert "| overall | 6 |" in text and "| 4 single-hop | 2 |" in text
+    assert "| each sample's memory | all in one memory |" in text
     assert "(≥ 0.85)" in text and "off-topic questions (ko) with no hit" in text
     assert (out / "locomo" / "latest.png").stat().st_size > 10_000
     named = out / "locomo" / f"{document['model']}.md"  # kept beside another model's run

@@ -434,6 +434,13 @@ def reembed(memory: Memory, as_json: bool, target: str) -> None:
     type=click.IntRange(1),
     help="--locomo: only the first N samples (a quick run) [all].",
 )
+@click.option(
+    "--together/--no-together",
+    default=True,
+    show_default=True,
+    help="--locomo: also ask the nothing-relevant queries of one memory holding every sample "
+    "(a larger memory than any sample alone).",
+)
 def bench(
     quick: bool,
     sizes,
@@ -449,6 +456,7 @@ def bench(
     database_url,
     locomo,
     samples,
+    together,
 ) -> None:
     """Measure recall accuracy and cost on synthetic histories, against baselines."""
     from datetime import datetime
@@ -466,7 +474,7 @@ def bench(
         try:
             with _bench_stages() as stage:
                 document = locomo_bench.run(
-                    locomo_bench.LocomoConfig(locomo, samples, model, out), stage
+                    locomo_bench.LocomoConfig(locomo, samples, model, out, together), stage
                 )
         except locomo_bench.LocomoError as exc:
             raise click.ClickException(str(exc)) from exc

@@ -374,12 +374,18 @@ class Nothing:
     offtopic: dict[str, int] = field(default_factory=dict)  # lang -> queries asked
     offtopic_silent: dict[str, int] = field(default_factory=dict)  # lang -> no hit
     unavailable: int = 0  # answers of the tool's failure sentence, counted in none of the above
+    passages: list[int] = field(default_factory=list)  # in each memory asked
 
 
-def nothing_relevant(memory: Memory, sample: Sample, scored: list[Scored], into: Nothing) -> None:
-    into.answerable += len(scored)
-    into.cut_short += sum(s.hits < K for s in scored)
-    answered = tool_answers(memory, [q.text for q in sample.unanswerable])
+def nothing_relevant(
+    memory: Memory, unanswerable: list[Question], hits: list[int], into: Nothing
+) -> None:
+    """Add to `into` what the tool answers in `memory`: `hits` is the number of hits each
+    answerable question got; the content-free and off-topic queries are asked here."""
+    into.passages.append(memory.status().passages)
+    into.answerable += len(hits)
+    into.cut_short += sum(n < K for n in hits)
+    answered = tool_answers(memory, [q.text for q in unanswerable])
     into.unavailable += answered.count(UNAVAILABLE)
     into.unanswerable += len(answered) - answered.count(UNAVAILABLE)
     into.unanswerable_silent += answered.count(NOTHING)
@@ -404,6 +410,9 @@ class LocomoConfig:
     samples: int | None = None  # the first N samples; None: all
     model: str | None = None
     out: Path = Path("bench/results")
+    # also ask "nothing relevant" of one memory holding every sample: how relevance behaves in
+    # a memory of 5,882 passages, not only of 369-689
+    together: bool = True
 
 
 def _unseen(label: str, steps: int | None) -> Callable[[], None]:
@@ -436,9 +445,31 @@ def run(config: LocomoConfig, stage: Stage = _unseen) -> dict:
                     mine.append(score(memory, question))
                     advance()
                 stage(f"{sample.sample_id}: nothing relevant, both ways", None)
-                nothing_relevant(memory, sample, mine, nothing)
+                nothing_relevant(memory, sample.unanswerable, [s.hits for s in mine], nothing)
                 scored += mine
-    return document(config, samples, scored, nothing, index_s, model)
+        together = None
+        if config.together and len(samples) > 1:
+            together = nothing_together(Path(scratch) / "together", samples, config.model, stage)
+    return document(config, samples, scored, nothing, index_s, model, together)
+
+
+def nothing_together(home: Path, samples: list[Sample], model: str | None, stage: Stage) -> Nothing:
+    """ "Nothing relevant", both ways, in one memory holding every sample's sessions."""
+    turns = [turn for sample in samples for turn in sample.turns]
+    questions = [question for sample in samples for question in sample.questions]
+    into = Nothing()
+    with Memory(home, model=model) as memory:
+        stage(f"all {len(samples)} samples in one memory: indexing {len(turns):,} turns", None)
+        memory.store_turns(turns)
+        memory.embed_pending()
+        advance = stage("all samples in one memory: nothing relevant, both ways", len(questions))
+        hits = []
+        for question in questions:
+            hits.append(len(recall_answer(memory, question.text, K, MAX_CHARS)[0]))
+            advance()
+        unanswerable = [question for sample in samples for question in sample.unanswerable]
+        nothing_relevant(memory, unanswerable, hits, into)
+    return into
 
 
 def document(
@@ -448,6 +479,7 @@ def document(
     nothing: Nothing,
     index_s: list[float],
     model: str | None,
+    together: Nothing | None = None,
 ) -> dict:
     times = sorted(s.ms for s in scored)
     return {
@@ -462,6 +494,7 @@ def document(
         "max_chars": MAX_CHARS,
         "summary": summary(scored),
         "nothing": nothing.__dict__,
+        "nothing_together": together.__dict__ if together else None,
         "time": {
             "question_p50_ms": statistics.median(times) if times else None,
             "question_p95_ms": times[int(0.95 * (len(times) - 1))] if times else None,
@@ -541,35 +574,68 @@ def markdown(doc: dict) -> str:
             f"{_mark(ratio >= TARGET_VS_BM25)}; recall@10 {overall['top10_ireneo']:.3f} "
             f"(≥ {TARGET_RECALL10}) {_mark(overall['top10_ireneo'] >= TARGET_RECALL10)}.",
         ]
-    n = doc["nothing"]
+    lines += ["", "## Nothing relevant, both ways (the tool's answer)", ""]
+    lines += _nothing_table(doc["nothing"], doc.get("nothing_together"), doc["k"])
     lines += [
-        "",
-        "## Nothing relevant, both ways (the tool's answer)",
-        "",
-        "| measure | queries | share | target |",
-        "|---|---:|---:|---|",
-        f"| answerable questions cut short (< {doc['k']} hits) | {n['answerable']} "
-        f"| {_share(n['cut_short'], n['answerable'])} | 0% |",
-        f"| queries without content (empty, punctuation, stop words) with a hit | {n['empty']} "
-        f"| {_share(n['empty_with_hit'], n['empty'])} | 0% |",
-    ]
-    for lang, asked in n["offtopic"].items():
-        lines.append(
-            f"| off-topic questions ({lang}) with no hit | {asked} "
-            f"| {_share(n['offtopic_silent'][lang], asked)} | ≥ {TARGET_OFFTOPIC:.0%} |"
-        )
-    lines += [
-        f"| unanswerable questions (category 5) with no hit | {n['unanswerable']} "
-        f"| {_share(n['unanswerable_silent'], n['unanswerable'])} | (information) |",
-        "",
-        f"The tool answered {n['unavailable']} of these queries with its failure sentence "
-        "(left out of the counts above).",
         "",
         f"Time per question (the tool's recall and text): p50 {_ms(doc['time']['question_p50_ms'])}"
         f", p95 {_ms(doc['time']['question_p95_ms'])}; indexing a sample: median "
         f"{doc['time']['index_s_per_sample'] or 0:.1f} s.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _nothing_table(each: dict, together: dict | None, k: int) -> list[str]:
+    """Each sample's memory, summed; and, when measured, one memory holding them all."""
+    columns = [each] + ([together] if together else [])
+    rows = [
+        (f"answerable questions cut short (< {k} hits)", "answerable", "cut_short", "0%"),
+        (
+            "queries without content (empty, punctuation, stop words) with a hit",
+            "empty",
+            "empty_with_hit",
+            "0%",
+        ),
+    ]
+    lines = [
+        "| measure | each sample's memory | "
+        + ("all in one memory | " if together else "")
+        + "target |",
+        "|---|---:|" + ("---:|" if together else "") + "---|",
+    ]
+
+    def cell(whole: int, part: int) -> str:
+        return f"{_share(part, whole)} of {whole:,}"
+
+    for label, whole, part, target in rows:
+        cells = " | ".join(cell(c[whole], c[part]) for c in columns)
+        lines.append(f"| {label} | {cells} | {target} |")
+    for lang in each["offtopic"]:
+        cells = " | ".join(
+            cell(c["offtopic"].get(lang, 0), c["offtopic_silent"].get(lang, 0)) for c in columns
+        )
+        lines.append(
+            f"| off-topic questions ({lang}) with no hit | {cells} | ≥ {TARGET_OFFTOPIC:.0%} |"
+        )
+    cells = " | ".join(cell(c["unanswerable"], c["unanswerable_silent"]) for c in columns)
+    lines += [
+        f"| unanswerable questions (category 5) with no hit | {cells} | (information) |",
+        "",
+        "The tool answered "
+        + " and ".join(str(c["unavailable"]) for c in columns)
+        + " of these queries with its failure sentence (left out of the counts above)."
+        + f" Passages in a memory: {_span(each['passages'])} each sample"
+        + (f", {_span(together['passages'])} all in one" if together else "")
+        + ".",
+    ]
+    return lines
+
+
+def _span(values: list[int]) -> str:
+    if not values:
+        return "n/a"
+    low, high = min(values), max(values)
+    return f"{low:,}" if low == high else f"{low:,}–{high:,}"
 
 
 def _mark(ok: bool) -> str:
