@@ -122,3 +122,24 @@ def _env(tmp_path: Path) -> dict:
     env = {**os.environ, "HOME": str(tmp_path)}
     env.pop("IRENEO_HOME", None)
     return env
+
+
+def test_onnx_is_needed_only_to_build_a_graph(tmp_path: Path) -> None:
+    """Once the default model's 8-bit graph is built (here, by this process), indexing and
+    recall run where onnx cannot be imported: it stays out of the serving path."""
+    from ireneo.embed import load_embedder
+
+    load_embedder().embed_query("build the graph once")
+    home = str(tmp_path / "home")
+    script = (
+        "import sys\n"
+        "sys.modules['onnx'] = None\n"
+        "from ireneo.cli import main\n"
+        "main(sys.argv[1:], prog_name='ireneo')\n"
+    )
+    for args in (["index", "--home", home, str(SAMPLES)], ["recall", "--home", home, "MT-4471"]):
+        run = subprocess.run(
+            [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=300
+        )
+        assert run.returncode == 0, run.stderr
+    assert "MT-4471" in run.stdout
