@@ -606,3 +606,31 @@ def test_the_tool_schemas_advertise_the_bounds(server):
     assert found["search_memories"]["tags"]["items"]["maxLength"] == 64
     assert found["search_memories"]["limit"]["maximum"] == 50
     assert found["delete_memory"]["id"]["maxLength"] == 64
+
+
+def test_a_read_cut_by_the_cap_keeps_to_the_grammar(tmp_path):
+    srv = RunningServer(make_settings(tmp_path, max_result_chars=400))
+    try:
+        long_turn = "Pump K-9, ticket MT-9090. " * 10 + "\n" + FORGED_TURN * 2
+        body = conversation("long", [long_turn, "Short reply about MT-9090.", "Thanks."])
+        assert srv.post(body).status_code == 202
+        session = McpSession(f"{srv.url}/mcp", srv.token("alice"))
+        try:
+            with srv.state.registry.lease(user_key("alice"), create=False) as memory:
+                ref = memory.session_ref("long")
+            # the first turn alone is too long: its beginning, cut inside its text
+            text = session.text("read_conversation", ref=ref)
+            assert len(text) <= 400
+            turns = parse(text, CONVERSATION_TURN, None)
+            assert [int(t["header"][0]) for t in turns] == [0]
+            assert turns[0]["lines"][-1].endswith(" […]")
+            assert text.endswith(
+                f"[… more turns: call read_conversation with ref={ref} from_turn=1]"
+            )
+            # whole turns while they fit, then where to read on
+            text = session.text("read_conversation", ref=ref, from_turn=1)
+            assert [int(t["header"][0]) for t in parse(text, CONVERSATION_TURN, None)] == [1, 2]
+        finally:
+            session.close()
+    finally:
+        srv.close()

@@ -487,5 +487,9 @@ def test_rendered_hits_are_capped_with_a_count_of_what_was_cut(memories):
     assert len(text) <= 700
     assert text.startswith("[1] mem-")
     assert text.endswith("more memories cut]")
-    alone = render_memory_hits(hits[:1], max_chars=50)  # the best one alone is too long
-    assert len(alone) <= 50 and alone.endswith(" […]")
+    alone = render_memory_hits(hits[:1], max_chars=120)  # the best one alone is too long
+    assert len(alone) <= 120 and alone.endswith(" […]")
+    header, text = alone.split("\n")
+    assert header == render_memory_hits(hits[:1]).split("\n")[0] and text.startswith("    | ")
+    # not even the header fits: no header cut short, only the mark
+    assert render_memory_hits(hits[:1], max_chars=50) == "[…]"

@@ -1,7 +1,7 @@
 from datetime import UTC, datetime
 
 from ireneo.model import Block, ContextTurn, Hit, Turn
-from ireneo.render import render_hits, render_turns
+from ireneo.render import cut_block, render_hits, render_turns
 
 TS = datetime(2026, 10, 8, 9, 14, tzinfo=UTC)
 
@@ -53,3 +53,21 @@ def test_cap_smaller_than_the_first_hit_keeps_its_beginning():
 def test_no_cap_needed_means_no_footer():
     out = render_hits([hit(1), hit(2)], max_chars=10_000)
     assert "cut]" not in out and out.count("\n\n") == 1
+
+
+def test_a_cut_passage_never_ends_in_a_framing_line_cut_short():
+    context = [
+        ContextTurn(3, "user", TS, "first line\nsecond line"),
+        ContextTurn(5, "user", TS, "z"),
+    ]
+    block = render_hits([hit(1, "y" * 80 + "\n" + "w" * 80, context)], refs={"s1": "abc"})
+    whole_lines = set(block.split("\n"))
+    for room in range(3, len(block) + 10):
+        out = cut_block(block, room)
+        assert len(out) <= room, room
+        lines = out.split("\n")
+        for line in lines[:-1]:
+            assert line in whole_lines, (room, line)  # every line but the last is whole
+        last = lines[-1]
+        if last != "[…]":  # no quoted line fitted: the whole framing lines, then "[…]"
+            assert last.startswith("    |") and last.endswith(" […]"), (room, last)

@@ -47,7 +47,7 @@ from ireneo.errors import IreneoError, NotFound
 from ireneo.index import remember_hangul
 from ireneo.model import Hit, format_ts
 from ireneo.privacy import redact
-from ireneo.render import inline, quote
+from ireneo.render import cut_block, inline, quote
 from ireneo.store.base import (
     BM25_B,
     IMPORTANCE_LEVELS,
@@ -436,7 +436,7 @@ def render_memory_hits(hits: list[MemoryHit], *, max_chars: int | None = None) -
         kept.append(block)
     if not kept:
         room = max_chars - len(_cut_line(len(blocks) - 1)) - 6
-        kept.append(blocks[0][: max(room, 0)].rstrip() + " […]")
+        kept.append(cut_block(blocks[0], room))
     return "\n\n".join(part for part in [*kept, _cut_line(len(blocks) - len(kept))] if part)
 
 

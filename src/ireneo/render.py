@@ -34,6 +34,25 @@ def inline(name: str) -> str:
     return _NOT_INLINE.sub(" ", name)
 
 
+def cut_block(block: str, room: int, mark: str = " […]") -> str:
+    """The beginning of a rendered block that fits in `room` characters, ending inside quoted
+    text, never in the middle of a framing line (a header cut short could read as another), and
+    marked with `mark`. Only framing when no quoted line fits: then the framing lines that fit
+    whole, and `[…]`."""
+    room = max(room - len(mark), 0)
+    kept = block[:room]
+    lines = kept.split("\n")
+    quoted = QUOTE.rstrip()
+    cut_short = len(kept) < len(block) and block[len(kept)] != "\n"
+    if cut_short and not lines[-1].startswith(quoted):
+        lines.pop()  # a framing line cut short
+    last = max((i for i, line in enumerate(lines) if line.startswith(quoted)), default=None)
+    if last is None:
+        framing = [line for line in lines if line]
+        return "\n".join([*framing, "[…]"])
+    return "\n".join(lines[: last + 1]).rstrip() + mark
+
+
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit].rstrip() + " […]"
 
@@ -67,7 +86,7 @@ def render_hits(
         kept.append(block)
     if not kept:  # the best passage alone is too long: its beginning beats nothing
         room = max_chars - len(_cut_line(len(blocks) - 1)) - 6
-        kept.append(blocks[0][: max(room, 0)].rstrip() + " […]")
+        kept.append(cut_block(blocks[0], room))
     return _join([*kept, _cut_line(len(blocks) - len(kept))])
 
 
