@@ -134,6 +134,20 @@ def test_vectors_agree_with_the_engine(q8) -> None:
             assert cosines.min() >= 0.98, (lang, kind, cosines)
 
 
+def test_a_text_beyond_512_tokens_is_cut_as_the_tokenizer_would_cut_it(q8) -> None:
+    from tokenizers import Tokenizer
+
+    long = " ".join(f"word{i}" for i in range(600))
+    reference = Tokenizer.from_file(str(q8._tokenizer_file))
+    reference.enable_truncation(512)
+    cut = embed._truncated(q8._tokenizer.encode("passage: " + long), 512)
+    assert cut.ids == reference.encode("passage: " + long).ids and len(cut.ids) == 512
+    assert cut.ids[-1] == 2  # </s> closes it
+    np.testing.assert_allclose(
+        q8.embed_passages([long]), q8.embed_passages([long + " and more"]), atol=1e-6
+    )
+
+
 def test_a_query_is_not_embedded_as_a_passage(q8) -> None:
     text = "where is the pump that leaks"
     assert float(q8.embed_query(text) @ q8.embed_passages([text])[0]) < 0.99

@@ -25,6 +25,7 @@ import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -302,6 +303,7 @@ class OnnxEmbedder:
         query_prefix: str = "",
         passage_prefix: str = "",
         batch_texts: int = _BATCH_TEXTS,
+        one_tokenizer: bool = False,
     ) -> None:
         from tokenizers import Tokenizer
 
@@ -318,7 +320,14 @@ class OnnxEmbedder:
         # A tokenizer.json may pad every text to a fixed length (MiniLM's pads to 128,
         # a 9x slowdown): batches are padded here, to their own longest text.
         self._tokenizer.no_padding()
-        self._tokenizer.enable_truncation(max_tokens)
+        # A large tokenizer (e5's 250,002 pieces take ~280 MB) is held once: it runs
+        # untruncated, for split() as well, and _embed cuts what is too long. A small one gets a
+        # second, untruncated copy for split() (see _untruncated).
+        self._one_tokenizer = one_tokenizer
+        if one_tokenizer:
+            self._tokenizer.no_truncation()
+        else:
+            self._tokenizer.enable_truncation(max_tokens)
         self._tokenizer_file = tokenizer_file
         overhead = len(self._tokenizer.encode(passage_prefix).ids)
         self._budget = max(16, max_tokens - overhead - _SPLIT_SLACK)
@@ -391,6 +400,7 @@ class OnnxEmbedder:
             query_prefix="query: ",
             passage_prefix="passage: ",
             batch_texts=1,  # as minilm_q8: a vector is a function of its text alone
+            one_tokenizer=True,
         )
 
     @classmethod
@@ -423,6 +433,8 @@ class OnnxEmbedder:
         """split()'s own copy of the tokenizer, which sees every token (settings are per
         object; toggling one shared object would race between threads). Read at the first long
         text (~16 ms): a process that only recalls never needs it."""
+        if self._one_tokenizer:
+            return self._tokenizer
         from tokenizers import Tokenizer
 
         tokenizer = Tokenizer.from_file(str(self._tokenizer_file))
@@ -442,6 +454,8 @@ class OnnxEmbedder:
         if not texts:
             return _empty(self.dim)
         encodings = self._tokenizer.encode_batch(texts)
+        if self._one_tokenizer:
+            encodings = [_truncated(e, self.max_tokens) for e in encodings]
         # Batches of similar lengths waste little on padding (~2x faster than input order).
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         batches = _length_batches(order, [len(e.ids) for e in encodings], self._batch_texts)
@@ -478,6 +492,25 @@ class OnnxEmbedder:
                 if len(output.shape) == rank:
                     return output.name
         return outputs[0].name
+
+
+@dataclass(frozen=True)
+class _Cut:
+    """The first tokens of a single text's encoding, with its closing special token."""
+
+    ids: list[int]
+    type_ids: list[int]
+
+
+def _truncated(encoding: Any, most: int) -> Any:
+    """`encoding` (one text, its special tokens around it) cut to `most` tokens as the
+    tokenizer's own truncation would: the text's first tokens, then its closing token."""
+    if len(encoding.ids) <= most:
+        return encoding
+    return _Cut(
+        encoding.ids[: most - 1] + encoding.ids[-1:],
+        encoding.type_ids[: most - 1] + encoding.type_ids[-1:],
+    )
 
 
 # onnxruntime fuses each residual Add and LayerNormalization of a transformer into one
