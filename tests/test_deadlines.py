@@ -92,6 +92,19 @@ def read_until_closed(sock: socket.socket, timeout: float) -> tuple[bytes, float
     return received, time.monotonic()
 
 
+def read_response(sock: socket.socket) -> bytes:
+    """One whole response with a Content-Length: its head and body."""
+    sock.settimeout(10)
+    received = b""
+    while b"\r\n\r\n" not in received:
+        received += sock.recv(65536)
+    head, _, body = received.partition(b"\r\n\r\n")
+    length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+    while len(body) < length:
+        body += sock.recv(65536)
+    return received
+
+
 def post(url: str, body: dict) -> httpx2.Response:
     return httpx2.post(f"{url}/turns", json=body, headers={"x-ingest-key": INGEST_KEY}, timeout=30)
 
@@ -168,8 +181,7 @@ def test_a_half_sent_head_after_a_served_request_is_closed_too(server):
     sock = connect(server)
     try:
         sock.sendall(b"GET /health HTTP/1.1\r\nhost: test\r\n\r\n")
-        sock.settimeout(10)
-        first = sock.recv(65536)
+        first = read_response(sock)
         assert first.startswith(b"HTTP/1.1 200")
         started = time.monotonic()
         sock.sendall(b"GET /health HTTP/1.1\r\nhost: te")  # the next request, half sent

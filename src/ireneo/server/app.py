@@ -251,6 +251,7 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
         max_body_bytes=settings.max_body_bytes,
         concurrency=settings.ingest_concurrency,
         queue=settings.ingest_queue,
+        read_timeout=settings.read_timeout,
     )
 
     @mcp.custom_route("/turns", methods=["POST"], include_in_schema=False)
@@ -316,7 +317,7 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
         json_response=True,
         middleware=[
             Middleware(RequestLog),
-            Middleware(BodyDeadline, timeout=settings.read_timeout, limit=_body_limit(settings)),
+            Middleware(BodyDeadline, timeout=settings.read_timeout),
             Middleware(BodyLimit, path="/mcp", limit=settings.max_mcp_body_bytes),
         ],
     )
@@ -345,17 +346,6 @@ def uvicorn_options(settings: Settings) -> dict:
         "lifespan": "on",
         "http": read_deadline_protocol(settings.read_timeout),
     }
-
-
-def _body_limit(settings: Settings) -> Callable[[str], int]:
-    """The most bytes BodyDeadline reads for a path: POST /turns' own limit; elsewhere the
-    MCP library's 4 MiB (routes keep their own, smaller, limits: /mcp's BodyLimit, /chat)."""
-    general = max(4 * 1024 * 1024, settings.max_body_bytes)
-
-    def limit(path: str) -> int:
-        return settings.max_body_bytes if path == "/turns" else general
-
-    return limit
 
 
 async def _warm_up(name: str | None) -> None:

@@ -6,17 +6,16 @@ never a place in a queue.
   opening, or of its own first byte after an earlier response; its body within `read_timeout`
   (plus a short grace, for `BodyDeadline` to answer first) of the head. Else the connection is
   closed. uvicorn's own timer only runs between requests, and stops at the first byte.
-- `BodyDeadline` (ASGI middleware, in every app `create_app` builds): reads the whole body before
-  any route runs, within `read_timeout` seconds, and answers 408 (connection closed) when it is
-  late, 413 when it passes the route's limit. So a route, and its admission queue, only ever
-  holds requests whose body has fully arrived.
+- `BodyDeadline` (ASGI middleware, in every app `create_app` builds): the body must arrive within
+  `read_timeout` seconds of the head, or the request is answered 408 and its connection closed.
+  POST /turns reads its body before it takes a place in its admission queue, so a client that
+  stalls mid-body costs one connection for that long, never a place in the queue.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 
 import h11
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -112,55 +111,63 @@ def read_deadline_protocol(read_timeout: float) -> type[ReadDeadlineProtocol]:
     return type("ReadDeadlineProtocol", (ReadDeadlineProtocol,), {"read_timeout": read_timeout})
 
 
-class BodyTooLarge(Exception):
-    pass
+class BodyTimeout(Exception):
+    """The request's body did not arrive within the read deadline."""
+
+
+def late_body_answer(timeout: float) -> tuple[int, dict, dict]:
+    """The 408 a route (or BodyDeadline) answers a late body with: status, body, headers."""
+    return (
+        408,
+        {"error": f"the request body did not arrive within {timeout:g} s; send it again"},
+        {"connection": "close"},
+    )
 
 
 class BodyDeadline:
-    """Read a request's whole body, within `timeout` seconds and `limit(path)` bytes, before the
-    app sees the request; the app then receives it in one message."""
+    """A request's body must arrive within `timeout` seconds of its head: past that, the app's
+    next wait for body raises BodyTimeout, which a route may answer itself (POST /turns does);
+    otherwise this answers 408 and the connection is closed. Once the body is in, the app's
+    later waits (for the client going away) have no deadline."""
 
-    def __init__(self, app: ASGIApp, *, timeout: float, limit: Callable[[str], int]):
+    def __init__(self, app: ASGIApp, *, timeout: float):
         self.app = app
         self.timeout = timeout
-        self.limit = limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not _has_body(scope):
             await self.app(scope, receive, send)
             return
-        limit = self.limit(scope["path"])
-        declared = _content_length(scope)
-        if declared is not None and declared > limit:
-            await _answer(send, 413, f"body larger than {limit} bytes")
-            return
-        try:
-            async with asyncio.timeout(self.timeout):
-                body = await _read(receive, limit)
-        except TimeoutError:
-            await _answer(
-                send,
-                408,
-                f"the request body did not arrive within {self.timeout:g} s; send it again",
-                close=True,
-            )
-            return
-        except BodyTooLarge:
-            await _answer(send, 413, f"body larger than {limit} bytes")
-            return
-        if body is None:  # the client went away
-            return
+        deadline = asyncio.get_running_loop().time() + self.timeout
+        arrived = False
+        started = False
 
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if replayed:
+        async def receive_by_deadline() -> Message:
+            nonlocal arrived
+            if arrived:
                 return await receive()
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                raise BodyTimeout from None
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                arrived = True
+            return message
 
-        await self.app(scope, replay, send)
+        async def send_noting_start(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive_by_deadline, send_noting_start)
+        except BodyTimeout:
+            if started:
+                raise
+            status, body, headers = late_body_answer(self.timeout)
+            await _answer(send, status, body["error"], close=True)
 
 
 def _has_body(scope: Scope) -> bool:
@@ -168,29 +175,6 @@ def _has_body(scope: Scope) -> bool:
         if name == b"transfer-encoding" or (name == b"content-length" and value != b"0"):
             return True
     return False
-
-
-def _content_length(scope: Scope) -> int | None:
-    for name, value in scope["headers"]:
-        if name == b"content-length":
-            return int(value) if value.isdigit() else None
-    return None
-
-
-async def _read(receive: Receive, limit: int) -> bytes | None:
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
 
 
 async def _answer(send: Send, status: int, message: str, *, close: bool = False) -> None:

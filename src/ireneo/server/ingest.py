@@ -9,9 +9,10 @@ schedules the user's index run and answers 202.
 Admission is bounded: at most `concurrency` stores run at once (in worker threads, which recall
 shares), and at most `queue` requests are admitted, running or waiting; past that a request is
 refused at once with 429 and `Retry-After`, and the server answers again as soon as it drains.
-A request is admitted only once its whole body has arrived (`BodyDeadline` reads it within
-IRENEO_READ_TIMEOUT, ireneo.server.deadlines), so a client that stalls mid-body costs one
-connection for that long, never a place in the queue.
+The key is checked before the body is read; a request is admitted only once its whole body
+has arrived, within IRENEO_READ_TIMEOUT (`BodyDeadline`, ireneo.server.deadlines; a late body is
+answered 408), so a client that stalls mid-body costs one connection for that long, never a
+place in the queue.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from starlette.responses import JSONResponse
 from ireneo.errors import FormatError, StorageFull, UnknownModel
 from ireneo.formats.gateway import parse_gateway_body
 from ireneo.formats.json_body import decode_json_body
+from ireneo.server.deadlines import BodyTimeout, late_body_answer
 from ireneo.server.indexer import Indexer
 from ireneo.server.logs import log_event
 from ireneo.server.memories import MemoryRegistry, user_key
@@ -52,11 +54,13 @@ class IngestRoute:
         max_body_bytes: int,
         concurrency: int = 4,
         queue: int = 64,
+        read_timeout: float = 10.0,
     ):
         self.registry = registry
         self.indexer = indexer
         self._key = ingest_key or None
         self.max_body_bytes = max_body_bytes
+        self.read_timeout = read_timeout  # BodyDeadline's, named in the 408
         self.queue = max(queue, concurrency)
         self._slots = asyncio.Semaphore(concurrency)
         self.admitted = 0  # requests past the key check, not yet answered
@@ -83,6 +87,9 @@ class IngestRoute:
             return _error(413, f"body larger than {self.max_body_bytes} bytes"), {}
         except ClientDisconnect:
             return _error(400, "the client went away before its body arrived"), {}
+        except BodyTimeout:
+            status, body, headers = late_body_answer(self.read_timeout)
+            return JSONResponse(body, status_code=status, headers=headers), {"outcome": "late"}
         if self.admitted >= self.queue:
             self.refused += 1
             response = _error(
