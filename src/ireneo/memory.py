@@ -87,6 +87,7 @@ class Memory:
         if stored and requested and requested != stored:
             raise ModelMismatch(stored, requested, self.location)
         self.model_name = requested or stored or DEFAULT_MODEL
+        self._vectors = stored is not None  # see _has_vectors
         # how this memory reads Korean, as it was written (a memory from before morphemes
         # keeps bigrams): the same for every term it stores and every query it is asked
         self.hangul = indexing.hangul_of(self.store)
@@ -106,6 +107,14 @@ class Memory:
                 if self._embedder.name != self.model_name:  # a path resolves to local:<dir>
                     self.model_name = self._embedder.name
             return self._embedder
+
+    def _has_vectors(self) -> bool:
+        """Whether the memory has a model, so vectors (none before its first index). Read until
+        true, then known: a model once set stays set (reembed sets another), and asking on every
+        recall was one more transaction on PostgreSQL."""
+        if not self._vectors:
+            self._vectors = self.store.get_meta("model") is not None
+        return self._vectors
 
     def _embed_query(self, query: str) -> np.ndarray:
         # called on recall's query worker (search.window_scores): a fresh process loads its
@@ -204,7 +213,7 @@ class Memory:
             block_types=tuple(block_types) if block_types else None,
         )
         embed = None
-        if self.store.get_meta("model"):  # a memory with vectors (none before the first index)
+        if self._has_vectors():
             embed = self._embed_query
             if self.rerank and not reranker:
                 reranker = load_reranker(self.rerank, self.embedder)

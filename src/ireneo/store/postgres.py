@@ -181,13 +181,36 @@ class PostgresStore(Store):
             cur.execute(_SCOPE, (self.user,))
             yield cur
 
+    def _read(self, *queries: tuple[str, tuple | dict]) -> list[list[tuple]]:
+        """The rows of each query, read in one round trip: the scope and the queries go as one
+        message, which PostgreSQL runs as one transaction (a read in `_transaction` waited for
+        four: BEGIN, the scope, the query, COMMIT). Values are bound here, quoted by psycopg;
+        results come as text, so keep binary reads (bytes) in `_transaction`. A query with
+        named values is read alone."""
+        params: tuple | dict
+        if any(isinstance(values, dict) for _, values in queries):
+            if len(queries) != 1:
+                raise ValueError("a query with named values is read alone")
+            query, named = queries[0]
+            text = f"{_SCOPE.replace('%s', '%(scope)s')}; {query}"
+            params = {"scope": self.user, **named}  # type: ignore[dict-item]
+        else:
+            text = "; ".join([_SCOPE, *(query for query, _ in queries)])
+            params = (self.user, *(value for _, values in queries for value in values))
+        with storage_errors(), self._pool.connection() as conn, psycopg.ClientCursor(conn) as cur:
+            cur.execute(text, params)
+            results = []
+            for _ in queries:
+                cur.nextset()
+                results.append(cur.fetchall())
+            return results
+
     def _one(self, query: str, params: tuple | dict) -> tuple | None:
-        with self._transaction() as cur:
-            return cur.execute(query, params).fetchone()  # type: ignore[arg-type]
+        rows = self._read((query, params))[0]
+        return rows[0] if rows else None
 
     def _all(self, query: str, params: tuple | dict) -> list[tuple]:
-        with self._transaction() as cur:
-            return cur.execute(query, params).fetchall()  # type: ignore[arg-type]
+        return self._read((query, params))[0]
 
     def _stream(self, query: str, params: tuple) -> Iterator[tuple]:
         """The rows of a long read (a memory's whole layout or vectors), fetched a chunk at a
@@ -440,18 +463,16 @@ class PostgresStore(Store):
 
     # -- search candidates ---------------------------------------------------------------------------
     def term_stats(self, terms: list[str]) -> TermStats:
-        with self._transaction() as cur:
-            row = cur.execute(
-                "SELECT passages, terms FROM corpus WHERE user_id = %s", (self.user,)
-            ).fetchone()
-            df = dict(
-                cur.execute(
-                    "SELECT term, docs FROM term_df WHERE user_id = %s AND term = ANY(%s::text[]) "
-                    "AND docs > 0",
-                    (self.user, terms),
-                ).fetchall()
-            )
-        passages, total = row if row else (0, 0)
+        corpus, found = self._read(
+            ("SELECT passages, terms FROM corpus WHERE user_id = %s", (self.user,)),
+            (
+                "SELECT term, docs FROM term_df WHERE user_id = %s AND term = ANY(%s::text[]) "
+                "AND docs > 0",
+                (self.user, terms),
+            ),
+        )
+        df = dict(found)
+        passages, total = corpus[0] if corpus else (0, 0)
         return TermStats(passages, total / passages if passages else 0.0, df)
 
     def _passage_counters(self) -> tuple[int, int]:
