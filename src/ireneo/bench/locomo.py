@@ -254,7 +254,7 @@ def shown_turns(hits: list[Hit], text: str, refs: dict[str, str]) -> list[Key]:
     shown: dict[Key, None] = {}
     for number, hit in enumerate(hits, 1):
         block = render_hit(number, hit, refs.get(hit.session_id))
-        if block in text:
+        if block.rstrip() in text:  # the answer is stripped at its end
             shown.update(dict.fromkeys(hit_turns(hit)))
             continue
         if number == 1:  # the best passage alone was too long: its beginning is shown
