@@ -203,9 +203,17 @@ def test_the_offtopic_questions_are_many_and_distinct():
         assert len(set(locomo.offtopic_queries(lang))) >= 30
 
 
-def test_a_missing_file_is_a_usage_error(tmp_path):
+def test_a_missing_file_or_an_unknown_model_is_an_error_not_a_traceback(tiny, tmp_path):
     result = CliRunner().invoke(main, ["bench", "--locomo", str(tmp_path / "none.json")])
     assert result.exit_code == 2 and "does not exist" in result.output
+    result = CliRunner().invoke(
+        main, ["bench", "--locomo", str(tiny), "--model", "no-such-model", "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 1 and "unknown embedding model 'no-such-model'" in result.output
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps([{**TINY[0], "qa": "none"}]))
+    result = CliRunner().invoke(main, ["bench", "--locomo", str(path), "--out", str(tmp_path)])
+    assert result.exit_code == 1 and "sample tiny-1: 'qa' is not a list" in result.output
 
 
 @pytest.mark.skipif(not REAL.exists(), reason="the LoCoMo file is not downloaded")

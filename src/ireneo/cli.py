@@ -470,13 +470,14 @@ def bench(
 
     if locomo:
         from ireneo.bench import locomo as locomo_bench
+        from ireneo.errors import UnknownModel
 
         try:
             with _bench_stages() as stage:
                 document = locomo_bench.run(
                     locomo_bench.LocomoConfig(locomo, samples, model, out, together), stage
                 )
-        except locomo_bench.LocomoError as exc:
+        except (locomo_bench.LocomoError, UnknownModel) as exc:
             raise click.ClickException(str(exc)) from exc
         click.echo(locomo_bench.save(document, out).read_text())
         return
