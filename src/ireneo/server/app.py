@@ -50,8 +50,10 @@ from ireneo.server.limits import BodyLimit
 from ireneo.server.logs import log_event
 from ireneo.server.memories import MemoryRegistry, user_key
 from ireneo.server.periodic import every
+from ireneo.server.returned import RETURNED
 from ireneo.server.settings import Settings
 from ireneo.server.tools import MemoryLease, MemoryTools, Recaller, register_tools
+from ireneo.server.verified import remember_verified
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
@@ -207,12 +209,13 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
             expiring.cancel()
             retaining.cancel()
             await indexer.stop()
+            await asyncio.to_thread(RETURNED.wait_idle, 5.0)  # the tools' last records
             await asyncio.to_thread(registry.close_all)
             if pool is not None:
                 await asyncio.to_thread(pool.close)
             log_event(log, "server_stop", index_runs=sum(indexer.runs.values()))
 
-    verifier = build_verifier(settings)
+    verifier = remember_verified(build_verifier(settings))  # ireneo.server.verified
     mcp = FastMCP(
         "ireneo",
         instructions=INSTRUCTIONS,

@@ -33,6 +33,7 @@ from ireneo.server.deadlines import BodyTimeout, late_body_answer
 from ireneo.server.indexer import Indexer
 from ireneo.server.logs import log_event
 from ireneo.server.memories import MemoryRegistry, user_key
+from ireneo.server.returned import RETURNED
 
 log = logging.getLogger("ireneo.server.ingest")
 
@@ -151,6 +152,7 @@ class IngestRoute:
     def _store(self, key: str, turns: list):
         with self.registry.lease(key, create=True) as memory:
             assert memory is not None
+            RETURNED.flush(memory)  # what recall just showed, before an echo of it is stored
             return memory.store_turns(turns)
 
 

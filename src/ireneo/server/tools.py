@@ -44,6 +44,7 @@ from ireneo.memory import Memory
 from ireneo.model import Hit
 from ireneo.render import cut_block, render_hits, render_turns
 from ireneo.server.logs import log_event
+from ireneo.server.returned import RETURNED
 from ireneo.server.slots import BUSY, Busy, FairSlots
 
 T = TypeVar("T")
@@ -278,7 +279,7 @@ class Recaller:
                 if memory.is_empty():
                     return NO_MEMORY, "no_memory"
                 return NOTHING_RELEVANT, "nothing"
-            note_returned(memory, returned_turns(hits))
+            RETURNED.note(memory, returned_turns(hits))  # written off the answer's path
             return (text or NOTHING_RELEVANT), f"hits:{len(hits)}"
 
     def _read_sync(
@@ -299,7 +300,7 @@ class Recaller:
                     return UNKNOWN_REF, "unknown_ref"
                 return EMPTY_RANGE, "empty_range"
             text = self._fit_turns(turns, ref)
-            note_returned(memory, [(turn.session_id, turn.seq) for turn in turns])
+            RETURNED.note(memory, [(turn.session_id, turn.seq) for turn in turns])
         return text, f"turns:{len(turns)}"
 
     def _fit_turns(self, turns: list, ref: str) -> str:
