@@ -4,12 +4,16 @@ Each client speaks for one of `users` users (client i for user i mod users) and,
 either posts one of its user's conversations grown by a turn (`POST /turns`, as the gateway) or
 asks `recall_my_conversations` over MCP (its own session, as an agent) for the marker of a turn
 it was already answered 202 for, which must come back: a turn is keyword-searchable once stored.
+`posters` more clients only post, for users taken at random (recall while ingest runs). With
+`conversations`, every user starts with that many conversations of six turns, stored and embedded
+before the server starts (kept in the work directory and reused by the next run there).
 The server's RSS is sampled all along. At the end the server is stopped and every acknowledged
 turn is looked up in the store.
 
-Errors are anything but a 202, a transport failure, a tool error, a fail-soft sentence, or a
-recall that misses its marker: the run wants 0. The report gives throughput and p50/p95/p99 per
-operation, and RSS over time as the slope of each half of the run (it must level off).
+Errors are anything but a 202, a transport failure, a tool error, a fail-soft sentence, a recall
+that misses its marker, or one that shows another user's marker (cross-user text): the run wants
+0. The report gives throughput and p50/p95/p99 per operation, and RSS over time as the slope of
+each half of the run (it must level off).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -29,6 +34,11 @@ import numpy as np
 
 from ireneo.bench.server_process import INGEST_KEY, ServerProcess
 from ireneo.bench.traffic import (
+    KINDS,
+    PEOPLE,
+    SITES,
+    SYMPTOMS,
+    TASKS,
     Conversation,
     marker,
     stored_memories,
@@ -38,7 +48,11 @@ from ireneo.bench.traffic import (
 )
 
 TURNS_PER_CONVERSATION = 12
+HISTORY_TURNS = 6  # turns of each conversation a user starts with
 OPERATIONS = ("ingest", "recall")
+# Every user's text carries their number: a run's markers (CK-<user>…) and the starting
+# history's (BG-<user>-…), so another user's text in an answer is seen.
+USER_MARKS = re.compile(r"\b(?:CK-(\d{3})\d{7}|BG-(\d{3})-\d+)\b")
 
 
 @dataclass
@@ -47,6 +61,8 @@ class LoadConfig:
     users: int = 20
     seconds: float = 60.0
     ingest_share: float = 0.5
+    posters: int = 0  # clients that only post, besides `clients`
+    conversations: int = 0  # each user's starting history, built before the server starts
     seed: int = 5
     rss_every: float = 0.5
     database_url: str | None = None
@@ -73,6 +89,9 @@ class LoadReport:
     acked_turns_missing: int
     index_catch_up_s: float
     load_average: list[float] = field(default_factory=list)  # the machine's, 1 min, start and end
+    # CPU seconds the server and the clients (this process) used in the timed run: a figure a
+    # shared machine disturbs less than latency
+    cpu_s: dict[str, float] = field(default_factory=dict)
     samples: list[Sample] = field(repr=False, default_factory=list)
     rss_series: list[tuple[float, float]] = field(repr=False, default_factory=list)
 
@@ -109,6 +128,10 @@ class LoadRun:
 
     # -- the run ------------------------------------------------------------------------------
     def run(self) -> LoadReport:
+        if self.config.conversations:
+            if self.config.database_url:
+                raise ValueError("a starting history is built for the embedded store only")
+            build_history(self.work / "home", self.config.users, self.config.conversations)
         self.load_average = [round(os.getloadavg()[0], 1)]
         self.server.start()
         try:
@@ -126,16 +149,26 @@ class LoadRun:
             base_url=self.server.url,
             timeout=60,
             headers={"x-ingest-key": INGEST_KEY},
-            limits=httpx2.Limits(max_connections=self.config.clients + 10),
+            limits=httpx2.Limits(
+                max_connections=self.config.clients + self.config.posters + 10
+            ),
         ) as http:
             # every user starts with one stored conversation, so recall has something to find
             await asyncio.gather(*(self._ingest(http, user) for user in range(self.config.users)))
             self.samples.clear()
             self.started = time.monotonic()
+            cpu = (self.server.cpu_seconds(), time.process_time())
             sampler = asyncio.create_task(self._sample_rss())
             reporter = asyncio.create_task(self._report_progress())
-            await asyncio.gather(*(self._client(http, n) for n in range(self.config.clients)))
+            await asyncio.gather(
+                *(self._client(http, n) for n in range(self.config.clients)),
+                *(self._poster(http, n) for n in range(self.config.posters)),
+            )
             self.load_average.append(round(os.getloadavg()[0], 1))
+            self.cpu_s = {
+                "server": round(self.server.cpu_seconds() - cpu[0], 2),
+                "clients": round(time.process_time() - cpu[1], 2),
+            }
             sampler.cancel()
             reporter.cancel()
 
@@ -152,6 +185,12 @@ class LoadRun:
                     await self._ingest(http, user)
                 else:
                     await self._recall(mcp, user, rng)
+
+    async def _poster(self, http: httpx2.AsyncClient, number: int) -> None:
+        rng = random.Random(f"{self.config.seed}/poster/{number}")
+        deadline = self.started + self.config.seconds
+        while time.monotonic() < deadline:
+            await self._ingest(http, rng.randrange(self.config.users))
 
     def _has_acked(self, user: int) -> bool:
         return any(c.acked for c in self.conversations.get(user, []))
@@ -192,6 +231,8 @@ class LoadRun:
                 problem = f"recall error: {text[:120]}"
             elif wanted not in text:
                 problem = f"recall missed {wanted}: {text[:120]}"
+            elif others := foreign_marks(text, user):
+                problem = f"recall for user {user} showed another user's text: {others[:3]}"
         except Exception as exc:  # the client's view: any failure is an error of the run
             problem = f"recall failed: {type(exc).__name__}: {exc}"[:200]
         self._record("recall", started, problem)
@@ -267,8 +308,71 @@ class LoadRun:
             acked_turns_missing=missing,
             index_catch_up_s=round(catch_up, 1),
             load_average=self.load_average,
+            cpu_s=getattr(self, "cpu_s", {}),
             samples=self.samples,
             rss_series=self.rss,
+        )
+
+
+def foreign_marks(text: str, user: int) -> list[str]:
+    """The markers in `text` that belong to a user other than `user`."""
+    return [
+        m.group(0) for m in USER_MARKS.finditer(text) if int(m.group(1) or m.group(2)) != user
+    ]
+
+
+def history_text(user: int, conversation: int, turn: int) -> str:
+    """A turn of a user's starting history: like the run's turns, with a BG- marker."""
+    rng = random.Random(f"history/{user}/{conversation}/{turn}")
+    return (
+        f"Log BG-{user:03d}-{conversation * HISTORY_TURNS + turn}: the {rng.choice(KINDS)} at "
+        f"{rng.choice(SITES)}, {rng.choice(SYMPTOMS)}; {rng.choice(PEOPLE)} plans "
+        f"{rng.choice(TASKS)} in {rng.randint(2, 40)} hours."
+    )
+
+
+def build_history(home: Path, users: int, conversations: int) -> None:
+    """Store and embed `conversations` conversations for each of `users` users under `home`,
+    with the Python API as a backfill would; a user already built (a marker file) is skipped."""
+    from datetime import UTC, datetime, timedelta
+
+    from ireneo import Memory
+    from ireneo.formats.gateway import parse_gateway_body
+    from ireneo.server.memories import user_key
+
+    for user in range(users):
+        directory = home / "users" / user_key(user_name(user))
+        done = directory / f".history-{conversations}"
+        if done.exists():
+            continue
+        started = time.monotonic()
+        with Memory(directory) as memory:
+            batch = []
+            for n in range(conversations):
+                day = datetime(2025, 1, 1, tzinfo=UTC) + timedelta(hours=7 * n)
+                body = {
+                    "user": user_name(user),
+                    "conversation_id": f"history-{user:03d}-{n:05d}",
+                    "turns": [
+                        {
+                            "ts": (day + timedelta(minutes=k)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                            "role": "user" if k % 2 == 0 else "assistant",
+                            "text": history_text(user, n, k),
+                        }
+                        for k in range(HISTORY_TURNS)
+                    ],
+                }
+                batch.extend(parse_gateway_body(body)[2])
+                if len(batch) >= 6000:
+                    memory.store_turns(batch)
+                    batch = []
+            if batch:
+                memory.store_turns(batch)
+            memory.embed_pending()
+        done.touch()
+        sys.stderr.write(
+            f"history: user {user + 1}/{users}, {conversations} conversations, "
+            f"{time.monotonic() - started:.0f} s\n"
         )
 
 
@@ -304,7 +408,9 @@ def save(report: LoadReport, out: Path) -> Path:
         "",
         f"{c['clients']} clients over {c['users']} users for {report.seconds:.0f} s on "
         f"127.0.0.1, {c['ingest_share']:.0%} ingest posts, the rest `recall_my_conversations` "
-        f"over MCP; store: {'PostgreSQL' if c['database_url'] else 'SQLite (embedded)'}. "
+        f"over MCP, and {c.get('posters', 0)} clients only posting; each user started with "
+        f"{c.get('conversations', 0)} conversations; "
+        f"store: {'PostgreSQL' if c['database_url'] else 'SQLite (embedded)'}. "
         f"Clients and server share the machine ({os.cpu_count()} cores, 1-minute load average "
         f"{' then '.join(str(x) for x in report.load_average)} at the start and the end).",
         "",
@@ -317,7 +423,13 @@ def save(report: LoadReport, out: Path) -> Path:
             f"{f['p99_ms']} | {f['max_ms']} | {report.errors.get(op, 0)} |"
         )
     r = report.rss
+    ops = sum(f["count"] for f in report.operations.values()) or 1
+    cpu = report.cpu_s
     lines += [
+        "",
+        f"CPU in the timed run: server {cpu.get('server')} s, clients {cpu.get('clients')} s "
+        f"({1000 * cpu.get('server', 0) / ops:.1f} and {1000 * cpu.get('clients', 0) / ops:.1f} "
+        "ms per operation).",
         "",
         f"Acknowledged turns: {report.turns_acked}, missing from the store afterwards: "
         f"{report.acked_turns_missing}. Index catch-up after the run: {report.index_catch_up_s} s.",
@@ -406,6 +518,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--users", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=180.0)
     parser.add_argument("--ingest-share", type=float, default=0.5)
+    parser.add_argument("--posters", type=int, default=0, help="more clients that only post")
+    parser.add_argument(
+        "--conversations", type=int, default=0, help="each user's history before the run"
+    )
     parser.add_argument("--database-url", help="run against PostgreSQL (IRENEO_DATABASE_URL)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/load"))
     parser.add_argument("--work", type=Path, help="where the server's home goes [a temp dir]")
@@ -416,6 +532,8 @@ def main(argv: list[str] | None = None) -> int:
             users=args.users,
             seconds=args.seconds,
             ingest_share=args.ingest_share,
+            posters=args.posters,
+            conversations=args.conversations,
             database_url=args.database_url,
         ),
         args.out,

@@ -122,6 +122,12 @@ class ServerProcess:
         assert self.process is not None
         return rss_mb(self.process.pid)
 
+    def cpu_seconds(self) -> float:
+        """CPU time the server process has used so far, user and system (Linux)."""
+        assert self.process is not None
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def health(self) -> dict | None:
         try:
             response = httpx2.get(f"{self.url}/health", timeout=5)
