@@ -430,9 +430,10 @@ class OnnxEmbedder:
 
     @functools.cached_property
     def _untruncated(self) -> Tokenizer:
-        """split()'s own copy of the tokenizer, which sees every token (settings are per
-        object; toggling one shared object would race between threads). Read at the first long
-        text (~16 ms): a process that only recalls never needs it."""
+        """split()'s tokenizer, which sees every token: the model's own when that runs
+        untruncated (`one_tokenizer`), else a copy (settings are per object; toggling one shared
+        object would race between threads), read at the first long text (~16 ms for MiniLM's):
+        a process that only recalls never needs it."""
         if self._one_tokenizer:
             return self._tokenizer
         from tokenizers import Tokenizer
