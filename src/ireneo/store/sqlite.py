@@ -617,13 +617,22 @@ class SQLiteStore(Store):
     def record_returned(
         self, turns: list[tuple[str, int]], now: datetime, keep_after: datetime
     ) -> None:
-        with self._transaction() as db:
-            db.execute("DELETE FROM returned WHERE at < ?", (format_ts(keep_after),))
-            db.executemany(
-                "INSERT INTO returned (turn_id, at) SELECT id, ? FROM turns "
-                "WHERE session_id = ? AND seq = ?",
-                [(format_ts(now), session_id, seq) for session_id, seq in turns],
-            )
+        # What recall showed is a hint for telling echoes, written after every recall: it is
+        # committed without waiting for the disk (the next durable commit or checkpoint writes
+        # it; a power cut may lose the last few). With a sync each, this write was a sixth of a
+        # server's recall time under load (bench/many_users.py, profiled).
+        with self._lock:
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            try:
+                with self._transaction() as db:
+                    db.execute("DELETE FROM returned WHERE at < ?", (format_ts(keep_after),))
+                    db.executemany(
+                        "INSERT INTO returned (turn_id, at) SELECT id, ? FROM turns "
+                        "WHERE session_id = ? AND seq = ?",
+                        [(format_ts(now), session_id, seq) for session_id, seq in turns],
+                    )
+            finally:
+                self._db.execute("PRAGMA synchronous=FULL")
 
     def returned_texts(self, since: datetime) -> list[str]:
         with self._lock:
