@@ -231,7 +231,7 @@ class ChatRoutes:
         """What the customer's memory holds about the message; nothing (and why) on failure."""
         try:
             recalled = await self.recaller._bounded(
-                functools.partial(self._recall_sync, scope, message)
+                functools.partial(self._recall_sync, scope, message), scope.key
             )
         except TimeoutError:
             return Recalled([], []), "timeout"

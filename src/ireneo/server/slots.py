@@ -26,7 +26,7 @@ from ireneo import workers
 
 T = TypeVar("T")
 
-_ANYONE = None  # calls made for no one user (the chat route's): only the total bounds them
+_ANYONE = None  # calls made for no one user: only the total bounds them
 
 # What a tool answers when its user already has too many calls waiting.
 BUSY = (
