@@ -346,8 +346,10 @@ def proc_figures(pid: int) -> tuple[float, int, float]:
 
 
 class Run:
-    def __init__(self, config: Config, work: Path, progress):
+    def __init__(self, config: Config, work: Path, progress, *, reuse: bool = False):
         self.config = config
+        self.reuse = reuse  # keep the posted histories in `work` and start from them next time
+        self.first_conversation = 0
         self.work = work
         self.progress = progress
         self.backend = Backend(config, work)
@@ -360,7 +362,7 @@ class Run:
                 home=work / "home",
                 database_url=self.backend.app_url,
                 env_extra=env,
-                log_path=work / f"server-{i}.log",
+                log_path=work / f"server-{config.label or config.store}-{i}.log",
             )
             for i in range(replicas)
         ]
@@ -376,6 +378,16 @@ class Run:
         self.kill: dict | None = None
         self.phase_start = 0.0
         self.figures: dict = {}
+
+    def backfill_key(self) -> dict:
+        c = self.config
+        return {
+            "store": c.store,
+            "users": c.users,
+            "seed": c.seed,
+            "sizes": [c.small_min, c.small_max, c.big_users, c.big_size],
+            "model": c.model,
+        }
 
     # -- helpers ------------------------------------------------------------------------------
     def live(self, preferred: int) -> int:
@@ -411,18 +423,46 @@ class Run:
             self.progress.advance(task)
         generated_s = time.monotonic() - t0
         for server in self.servers:
+            if server.log_path is not None:
+                server.log_path.unlink(missing_ok=True)  # this run's events only
             server.start(timeout=120)
         for user in self.users:
             user.token = self.servers[0].token(user.name)
+        saved = self.work / "backfill.json"
+        reused = json.loads(saved.read_text()) if self.reuse and saved.exists() else None
+        if reused is not None and reused["key"] != self.backfill_key():
+            raise SystemExit(f"{saved} was posted with other settings: {reused['key']}")
         try:
             idle = [proc_figures(s.process.pid) for s in self.servers]
             cpu0 = self.cpu()
             t1 = time.monotonic()
-            asyncio.run(self.backfill())
-            posted_s = time.monotonic() - t1
-            self.wait_indexed(timeout=6 * 3600)
-            indexed_s = time.monotonic() - t1
-            cpu1 = self.cpu()
+            if reused is None:
+                asyncio.run(self.backfill())
+                posted_s = time.monotonic() - t1
+                self.wait_indexed(timeout=6 * 3600)
+                indexed_s = time.monotonic() - t1
+                cpu1 = self.cpu()
+                backfill_cpu_s = sum(cpu1) - sum(cpu0)
+                if self.reuse:
+                    saved.write_text(
+                        json.dumps(
+                            {
+                                "key": self.backfill_key(),
+                                "posted_s": posted_s,
+                                "indexed_s": indexed_s,
+                                "backfill_cpu_s": backfill_cpu_s,
+                                "post_ms": self.post_ms,
+                                "runs": 1,
+                            }
+                        )
+                    )
+            else:  # the same histories, posted and indexed by an earlier run
+                posted_s, indexed_s = reused["posted_s"], reused["indexed_s"]
+                backfill_cpu_s, self.post_ms = reused["backfill_cpu_s"], reused["post_ms"]
+                self.first_conversation = 1000 * reused["runs"]  # a post's day: its number
+                reused["runs"] += 1
+                saved.write_text(json.dumps(reused))
+                cpu1 = self.cpu()
             after_backfill = [proc_figures(s.process.pid) for s in self.servers]
             asyncio.run(self.recall_phase())
             cpu2 = self.cpu()
@@ -443,7 +483,8 @@ class Run:
             catch_up_s=round(catch_up_s, 1),
             turns=turns,
             conversations=sum(u.conversations for u in self.users),
-            backfill_cpu_s=round(sum(cpu1) - sum(cpu0), 1),
+            backfill_cpu_s=round(backfill_cpu_s, 1),
+            reused_backfill=reused is not None,
             recall_cpu_s=round(sum(cpu2) - sum(cpu1), 1),
             idle=[{"rss_mb": round(r, 1), "fds": f} for r, f, _ in idle],
             after_backfill=[{"rss_mb": round(r, 1), "fds": f} for r, f, _ in after_backfill],
@@ -620,10 +661,8 @@ class Run:
         rng = random.Random(f"many-users/gateway/{self.config.seed}")
         conversations: dict[int, Conversation] = {}
         probes: list[asyncio.Task] = []
-        sessions: dict[int, Client] = {}
-        bearer = Bearer()
-        lock = asyncio.Lock()  # one probe recall at a time on the shared sessions
-        number = 0
+        idle: list[tuple[dict, Bearer]] = []  # probes' MCP sessions, each used by one at a time
+        number = self.first_conversation
         async with httpx2.AsyncClient(timeout=60, headers={"x-ingest-key": INGEST_KEY}) as http:
             k = 0
             while time.monotonic() < deadline:
@@ -637,16 +676,15 @@ class Run:
                 replica_home = k % len(self.servers)
                 probe = await self._post(http, body, replica_home, conversation)
                 if probe is not None:
-                    probes.append(
-                        asyncio.create_task(self.probe(probe, Client, sessions, bearer, lock))
-                    )
+                    probes.append(asyncio.create_task(self.probe(probe, Client, idle)))
                 await asyncio.sleep(rng.expovariate(self.config.ingest_rate))
             self.conversations = list(conversations.values())
             self.all_conversations = conversations
             await asyncio.gather(*probes, return_exceptions=True)
-        for session in sessions.values():
-            with contextlib.suppress(Exception):
-                await session.__aexit__(None, None, None)
+        for sessions, _ in idle:
+            for session in sessions.values():
+                with contextlib.suppress(Exception):
+                    await session.__aexit__(None, None, None)
 
     async def _post(self, http, body: dict, home: int, conversation) -> Probe | None:
         for _attempt in range(len(self.servers) + 3):
@@ -678,21 +716,22 @@ class Run:
             await asyncio.sleep(0.2)
         return None
 
-    async def probe(self, probe: Probe, Client, sessions, bearer, lock) -> None:
+    async def probe(self, probe: Probe, Client, idle: list) -> None:
         """Time to a recall that finds the new turn's marker, then to its vectors."""
         self.probes.append(probe)
         user = self.users[probe.user]
         wanted = marker(probe.user, int(probe.conversation.rsplit("-", 1)[1]), probe.turns - 1)
+        sessions, bearer = idle.pop() if idle else ({}, Bearer())
         for attempt in range(100):
-            async with lock:
-                ok, text = await self._recall_call(
-                    Client, sessions, bearer, probe.replica, user, wanted, wanted, record=False
-                )
+            ok, text = await self._recall_call(
+                Client, sessions, bearer, probe.replica, user, wanted, wanted, record=False
+            )
             if ok and wanted in text:
                 probe.keyword_s = round(time.monotonic() - probe.acked_at, 3)
                 probe.keyword_first = attempt == 0
                 break
             await asyncio.sleep(0.05)
+        idle.append((sessions, bearer))
         await self._until_embedded(probe)
 
     async def _until_embedded(self, probe: Probe, timeout: float = 120.0) -> None:
@@ -1059,6 +1098,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the servers")
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--work", type=Path, help="the servers' home [a fresh temporary directory]")
+    p.add_argument(
+        "--reuse",
+        action="store_true",
+        help="SQLite: keep the posted histories in --work, and start from them when there",
+    )
     args = p.parse_args(argv)
     if args.users < 1 or args.clients < 1 or args.seconds <= 0:
         p.error("--users, --clients and --seconds must be positive")
@@ -1089,6 +1133,8 @@ def main(argv: list[str] | None = None) -> int:
         label=args.label,
         server_env=server_env,
     )
+    if args.reuse and (args.work is None or args.store != "sqlite"):
+        p.error("--reuse needs --work and --store sqlite")
     work = args.work or Path(tempfile.mkdtemp(prefix="ireneo-many-users-"))
     from rich.progress import (
         BarColumn,
@@ -1105,7 +1151,7 @@ def main(argv: list[str] | None = None) -> int:
         TimeElapsedColumn(),
         transient=False,
     ) as progress:
-        report = Run(config, work, progress).run()
+        report = Run(config, work, progress, reuse=args.reuse).run()
     md = save(report, args.out)
     print(md.read_text())
     print(f"work directory: {work}", file=sys.stderr)
