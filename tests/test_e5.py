@@ -10,6 +10,7 @@ import ctypes
 import dataclasses
 import importlib.util
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -122,6 +123,19 @@ def test_odd_text_is_really_odd_to_the_tokenizer(q8, engine_ids) -> None:
     ids = engine_ids("passage: 🦜🦜 ① <unk>")
     assert ids.count(3) == 2  # two unknown parrots: one <unk> each, not fused
     assert q8._untruncated.encode("passage: ①").ids == engine_ids("passage: 1")
+
+
+def test_random_odd_strings_give_the_engines_ids(q8, engine_ids) -> None:
+    # Where SentencePiece and the engine differ unless repaired: trailing and repeated
+    # whitespace of every kind, runs of unknown characters, specials, marks after mapped ones.
+    alphabet = [*"ab  \t\n\u00a0\u200b\u2581\ufeff\u3000", "🦜", "①", "ﬁ", "\u0301", "한", "\u1100"]
+    alphabet += ["Ж", "<s>", "</s>", "<unk>", "<pad>", "<mask>", "\x7f", "¨", "\u0378", "\ue000"]
+    rng = random.Random(5)
+    for _ in range(3000):
+        text = embed._clean("".join(rng.choices(alphabet, k=rng.randint(0, 10))))
+        for clean in (text, "query: " + text):
+            assert q8._untruncated.encode(clean).ids == engine_ids(clean), repr(clean)
+            assert q8._tokenizer.encode_batch([clean])[0].ids == engine_ids(clean), repr(clean)
 
 
 def test_vectors_agree_with_the_engine(q8) -> None:
