@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ireneo import index as indexing
-from ireneo import privacy, search
+from ireneo import privacy, relevance, search
 from ireneo.echoes import EchoPolicy, is_echo
-from ireneo.embed import DEFAULT_MODEL, RELEVANCE_FLOOR, Embedder, load_embedder
+from ireneo.embed import DEFAULT_MODEL, Embedder, load_embedder
 from ireneo.errors import ModelMismatch, NotFound
 from ireneo.model import Hit, SessionSummary, Turn
 from ireneo.rerank import check_name as check_reranker
@@ -93,7 +93,7 @@ class Memory:
         self.hangul = indexing.hangul_of(self.store)
         self._embedder: Embedder | None = None
         self._embedder_lock = threading.Lock()
-        self.fusion = search.Fusion(relevance_floor=RELEVANCE_FLOOR.get(self.model_name))
+        self.fusion = search.Fusion(lift=relevance.LIFTS.get(self.model_name))
         # the last stage of every recall (ireneo.rerank): `rerank`, else IRENEO_RERANK, else none
         self.rerank = rerank or os.environ.get("IRENEO_RERANK") or None
         check_reranker(self.rerank)

@@ -11,8 +11,8 @@
    found as one passage, and the window holding the answer outranks a lone mention.
    BM25 counts the query's terms and its adjacent pairs, so "Norwood Works 11" outranks
    "Norwood" here and "Works 11" there.
-3. Relevance: a window holding too little of the query's words, and with a cosine below the
-   model's floor, is dropped; an unrelated question then gets no hits at all.
+3. Relevance: a query the memory holds nothing about gets no hits at all, and one it answers
+   gets its k best windows (ireneo.relevance): "nothing relevant" is decided once per query.
 4. Fusion: BM25 scaled by the best window, cosine min-max scaled over the windows, mixed with
    a fixed weight; plus a share for the names the query mentions that the window holds whole,
    a rare name counting for more than a common one.
@@ -37,6 +37,7 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
+from ireneo import relevance
 from ireneo.analyze import Hangul, names, query_terms, runs_of_capitals, terms, written_names
 from ireneo.model import Hit
 from ireneo.store import Filters, Store, TermStats
@@ -45,7 +46,6 @@ from ireneo.store.layout import PassageLayout
 from ireneo.workers import pool
 
 CANDIDATES = 40
-MIN_PASSAGES_FOR_FLOOR = 1000
 CANDIDATE_SHARE = 0.05  # lexical candidates: the rarest terms' postings, up to 5% of passages
 # The best windows whose text is read for a name the query mentions written with a number after
 # it, which names another place ("Riverside Plant 2" is not the "Riverside Plant" asked about).
@@ -67,42 +67,26 @@ class Reranker(Protocol):
 
 @dataclass(frozen=True)
 class Fusion:
-    """How rankings are combined; each weight in [0, 1].
+    """How rankings are combined; each weight in [0, 1]. What each rule buys, measured on
+    LoCoMo and on the generated histories, is in docs/ranking.md.
 
-    lexical_weight: BM25's share against the dense side's (0.7: measured on the benchmark's
-    family A histories, checked on the held-out family B).
-    pair_weight: two query terms found side by side ("norwood works", "seal leak") count as
-    one more term, weighted by this share of the rarer one's IDF: a crude sequential-dependence
-    model, so a named site or a phrase beats its words scattered over a turn.
-    name_weight: added to a window's score (in [0, 1]) for holding the names the query mentions
-    (analyze.names: identifiers, capitalised runs such as "Carrow Depot 8") whole, each
-    weighted by its rarest term's IDF: naming MT-4471 or the Carrow Depot 8 mixer asks about
-    that one thing, and a window about another one that shares the question's other words is
-    the wrong answer, however alike they read. A common name weighs little: "QC" in a question
-    about the Thornbury Terminal 4 compressor is in 4% of passages, the site in 0.5%, and
-    with equal shares every QC result tied with the right one. Each name also brings its own
-    candidates. 0.4 against 0.3 before (measured once windows counted each term once): strict
-    hit@3 up a point on family A at 3,000 conversations and on family B, hit@8 100% at 10,000;
-    0.5 and more cost strict@1 in Russian and Korean.
-    length_norm: BM25's b when windows are scored, how much a longer window is discounted.
-    Okapi's usual 0.75 (what the store's own BM25 uses) let a window of short acknowledgements
-    ("Okay, noted the decision for CV-439.") outrank the longer turn that held the decision.
-    0.3-0.5 ranked alike on every benchmark history; 0.4 was kept (see `_fuse_windows` for
-    why a window counts each term once).
-    relevance_floor: the cosine at which a window is relevant by meaning alone; below it, a
-    window must also hold `min_coverage` of the query's IDF mass (a word this memory has never
-    seen counts as the rarest), so an unrelated question gets no hits, not the nearest noise.
-    None (a model not calibrated) keeps every window, and so does a memory of fewer than
-    MIN_PASSAGES_FOR_FLOOR passages: there, a word in every passage (the one ticket a short
-    history is about) has an IDF near 0 though the question names it.
+    lexical_weight: BM25's share against the dense side's.
+    pair_weight: two query terms found side by side ("norwood works") count as one more term,
+    at this share of the rarer one's IDF, so a phrase beats its words scattered over a turn.
+    name_weight: added to a window that holds a name the query mentions (analyze.names: an
+    identifier such as MT-4471, a capitalised run such as "Carrow Depot 8") whole: naming a
+    thing asks about that one thing. Shared by the names' rarity, each share scaled by how rare
+    the name is in this memory (`_name_shares`). Each name also brings its own candidates.
+    length_norm: BM25's b for windows: how much a longer window is discounted.
+    lift: the embedding model's calibration of when the memory answers a query at all
+    (ireneo.relevance; None: words alone).
     """
 
     lexical_weight: float = 0.7
     pair_weight: float = 0.5
     name_weight: float = 0.4
     length_norm: float = 0.4
-    relevance_floor: float | None = None
-    min_coverage: float = 0.2
+    lift: relevance.Lift | None = None
     candidates: int = CANDIDATES
 
 
@@ -137,7 +121,11 @@ def window_scores(
     fusion: Fusion,
     hangul: Hangul = "morphemes",
 ) -> dict[tuple[str, int], Score]:
-    """The fused scores of every candidate window, keyed by its centre `(session_id, seq)`."""
+    """The fused scores of every candidate window, keyed by its centre `(session_id, seq)`;
+    none when the memory holds nothing about the query (ireneo.relevance)."""
+    words = query_terms(query, hangul=hangul)
+    if not relevance.content(words, hangul).any():
+        return {}  # "what is the", "?!": no content, no search
     # The query's vector is computed, and the dense candidates found, on another core while
     # the keyword candidates are found and their neighbourhoods counted here (onnxruntime
     # releases the GIL): the embedding takes ~3 ms, this side ~2. In a fresh process the model
@@ -146,7 +134,6 @@ def window_scores(
     if embed_query is not None and store.vectors_unread():
         store.vectors()
     layout = store.layout()
-    words = query_terms(query, hangul=hangul)
     sequence = terms(query, hangul)  # in order, with repeats: for pairs and names
     stats = store.term_stats(words) if words else TermStats(0, 0.0, {})
     rarer = selective(words, stats)
@@ -155,12 +142,12 @@ def window_scores(
     # a query with no capitals may have left them out; one without cased letters (Korean) not
     if fusion.name_weight and not written_names(query) and any(c.islower() for c in query):
         named += names_in_memory(store, layout, query, sequence, rarer, seeds, filters, hangul)
-    lexical = LexicalQuery.build(sequence, words, named, stats, fusion, layout)
+    lexical = LexicalQuery.build(sequence, words, named, stats, fusion, layout, hangul)
     for name in named:  # the passages that hold a name, whatever the question's other words
         seeds = np.union1d(seeds, layout.holding(layout.term_ids(name), fusion.candidates, filters))
     near = layout.visible(layout.near(seeds, 2 * radius), filters)
     counts = _counts(layout, near, lexical)
-    vector, dense_found = dense.result()
+    vector, dense_found, median = dense.result()
     # a passage embedded but not yet in this layout (stored meanwhile) waits for the next query
     dense_seeds = layout.positions(dense_found)
     more = np.setdiff1d(layout.visible(layout.near(dense_seeds, 2 * radius), filters), near)
@@ -177,7 +164,7 @@ def window_scores(
     )
     turns = _turn_features(layout, near, counts, cosines, seeds, filters)
     centres = _centres(turns, radius)
-    keys, window, own = _fuse_windows(turns, centres, radius, stats, lexical, fusion)
+    keys, window, own = _fuse_windows(turns, centres, radius, stats, lexical, fusion, median)
     if fusion.name_weight and lexical.names:
         unnumbered = [name.terms for name in lexical.names if _unnumbered(name.terms, sequence)]
         if unnumbered:
@@ -206,12 +193,14 @@ def _dense_seeds(
     query: str,
     filters: Filters,
     fusion: Fusion,
-) -> tuple[np.ndarray | None, list[int]]:
-    """The query's vector and the passages nearest to it (none without an embedder)."""
+) -> tuple[np.ndarray | None, list[int], float]:
+    """The query's vector, the passages nearest to it, and its median cosine over the memory
+    (none, none and nan without an embedder)."""
     if embed_query is None:
-        return None, []
+        return None, [], math.nan
     vector = embed_query(query)
-    return vector, [pid for pid, _ in store.dense_search(vector, fusion.candidates, filters)]
+    found = [pid for pid, _ in store.dense_search(vector, fusion.candidates, filters)]
+    return vector, found, store.dense_median(vector)
 
 
 @dataclass(frozen=True)
@@ -222,8 +211,9 @@ class LexicalQuery:
     columns: np.ndarray  # the column of each
     weights: np.ndarray  # per column: IDF, scaled down for pairs
     words: int  # the first `words` columns are terms, the rest pairs
-    mass: float  # the terms' weights, with the words this memory lacks at the rarest's IDF
-    passages: int  # in the memory: IDF means little in a small one
+    content: np.ndarray  # per term: a content word (relevance.content), not a stop word
+    mass: float  # the content terms' IDF, the words this memory lacks at the rarest's
+    passages: int  # in the memory
     names: list[_Name]  # the names the query mentions that the memory holds
 
     @classmethod
@@ -235,6 +225,7 @@ class LexicalQuery:
         stats: TermStats,
         fusion: Fusion,
         layout: PassageLayout,
+        hangul: Hangul = "morphemes",
     ) -> LexicalQuery:
         """`sequence`: the query's terms in order (analyze.terms), `words`: its distinct ones."""
         known = [w for w in sequence if stats.document_frequency.get(w)]
@@ -242,8 +233,8 @@ class LexicalQuery:
         if not fusion.pair_weight:
             pairs = []
         weights = [_idf(stats, w) for w in words]
-        rarest = math.log(1 + (stats.passages + 0.5) / 0.5)
-        mass = sum(weight or rarest for weight in weights)
+        content = relevance.content(words, hangul)
+        mass = relevance.content_mass(words, weights, content, stats.passages)
         weights += [fusion.pair_weight * max(_idf(stats, w) for w in pair) for pair in pairs]
         ids = layout.term_ids(words) + [
             _pair_id(first, second) for first, second in map(layout.term_ids, pairs)
@@ -255,6 +246,7 @@ class LexicalQuery:
             np.array([known_ids[i] for i in order], dtype=np.int64),
             np.array(weights, dtype=float),
             len(words),
+            content,
             mass,
             stats.passages,
             _held_names(named, words, pairs),
@@ -352,9 +344,14 @@ def _held_names(
 
 
 def _name_shares(lexical: LexicalQuery, fusion: Fusion) -> np.ndarray:
-    """What holding each name adds to a window's score: `name_weight` shared by rarity."""
+    """What holding each name adds to a window's score: `name_weight` shared by rarity, each
+    share scaled by the name's IDF over the query's rarest word's. A name that many passages
+    hold (a participant of every conversation) tells less apart than the question's other
+    words, and counts for that much less."""
     rarity = np.array([lexical.weights[name.columns].max() for name in lexical.names])
-    return fusion.name_weight * rarity / rarity.sum()
+    rarest = (lexical.weights[: lexical.words] * lexical.content).max(initial=0.0)
+    scale = np.minimum(1.0, rarity / rarest) if rarest > 0 else np.ones(len(rarity))
+    return fusion.name_weight * rarity / rarity.sum() * scale
 
 
 # A word of a name: Latin or Cyrillic letters (not an identifier's joined term, not Hangul).
@@ -474,6 +471,7 @@ def _fuse_windows(
     stats: TermStats,
     lexical: LexicalQuery,
     fusion: Fusion,
+    median: float,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The windows kept, as their centres' turn keys, with their scores and their centres'."""
     if not len(centres):
@@ -490,50 +488,40 @@ def _fuse_windows(
     slot = np.minimum(np.searchsorted(turns.keys, wanted), absent - 1)
     members = np.where(turns.keys[slot] == wanted, slot, absent)
     # A window holds each of the query's terms or not: in a conversation a repeated word is
-    # mostly an echo ("MT-8305 for P-253, still open" / "Got it: MT-8305 for P-253"), and
-    # counting it again let a window that names the machine twice in small talk outrank the
-    # one that also holds the question's other words. Measured against summed counts, strict
-    # hit@3 rose on 8 of the 10 benchmark histories (English A and B, Russian, Korean) and
-    # fell on none.
+    # mostly an echo ("Got it: MT-8305 for P-253"), not more evidence (docs/ranking.md).
     window_counts = np.minimum(counts[members].sum(axis=1), 1)
     window_length = lengths[members].sum(axis=1)
     window_cosine = np.fmax.reduce(cosines[members], axis=1)  # nan only where none is embedded
-    relevant = _relevant(window_counts, window_cosine, lexical, fusion)
-    centre = members[relevant, radius]
+    if not _answers(window_counts, window_cosine, median, lexical, fusion):
+        return centres[:0], np.zeros(0), np.zeros(0)
+    centre = members[:, radius]
     b = fusion.length_norm
     window = _mix(
-        _bm25(
-            window_counts[relevant],
-            window_length[relevant],
-            weights,
-            average * (2 * radius + 1),
-            b,
-        ),
-        window_cosine[relevant],
+        _bm25(window_counts, window_length, weights, average * (2 * radius + 1), b),
+        window_cosine,
         fusion.lexical_weight,
     )
     if lexical.names and fusion.name_weight:
-        held = window_counts[relevant]
-        whole = np.array([(held[:, name.columns] > 0).all(axis=1) for name in lexical.names])
+        whole = np.array(
+            [(window_counts[:, name.columns] > 0).all(axis=1) for name in lexical.names]
+        )
         window = window + _name_shares(lexical, fusion) @ whole
     own = _mix(
         _bm25(counts[centre], lengths[centre], weights, average, b),
         cosines[centre],
         fusion.lexical_weight,
     )
-    return centres[relevant], window, own
+    return centres, window, own
 
 
-def _relevant(
-    counts: np.ndarray, cosine: np.ndarray, lexical: LexicalQuery, fusion: Fusion
-) -> np.ndarray:
-    """Which windows answer the query at all: by their words, or by meaning above the floor."""
-    if fusion.relevance_floor is None or lexical.passages < MIN_PASSAGES_FOR_FLOOR:
-        return np.ones(len(counts), dtype=bool)
-    found = (counts[:, : lexical.words] > 0) @ lexical.weights[: lexical.words]
-    by_words = found >= fusion.min_coverage * lexical.mass if lexical.mass else found > 0
-    by_meaning = np.nan_to_num(cosine, nan=-1.0) >= fusion.relevance_floor
-    return by_words | by_meaning
+def _answers(
+    counts: np.ndarray, cosine: np.ndarray, median: float, lexical: LexicalQuery, fusion: Fusion
+) -> bool:
+    """Whether the memory answers the query at all (ireneo.relevance): some window holds enough
+    of its content words, or stands out in meaning, or both in part."""
+    words = lexical.words
+    found = (counts[:, :words] > 0) @ (lexical.weights[:words] * lexical.content)
+    return relevance.answers(found, lexical.mass, cosine, median, fusion.lift, lexical.passages)
 
 
 def _idf(stats: TermStats, term: str) -> float:

@@ -237,6 +237,12 @@ class Store(ABC):
         index, _ = self._vectors_kept.state()
         return index.cosines_of(np.asarray(query, dtype=np.float32), passage_ids)
 
+    def dense_median(self, query: np.ndarray) -> float:
+        """The median cosine of a query over the memory's vectors (ireneo.relevance), from the
+        copy the last `dense_search` left, as `dense_scores` reads it."""
+        index, _ = self._vectors_kept.state()
+        return index.median_cosine(np.asarray(query, dtype=np.float32))
+
     @abstractmethod
     def _filtered_passage_ids(self, filters: Filters) -> np.ndarray:
         """The ids of the passages whose turns the filters admit."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import os
 import tempfile
 import threading
@@ -135,6 +136,14 @@ class VectorIndex:
     @functools.cached_property
     def _no_mask(self) -> np.ndarray:
         return np.zeros(len(self.ids), dtype=np.float32)
+
+    def median_cosine(self, query: np.ndarray) -> float:
+        """The median cosine of `query` over the vectors (over at most 4,096 of them, evenly
+        spread), nan with none: how near this query an unrelated passage is."""
+        if len(self.ids) == 0:
+            return math.nan
+        sample = self.ids[:: max(1, len(self.ids) // 4096)]
+        return float(np.median(self.cosines_of(query, sample)))
 
     def cosines_of(self, query: np.ndarray, passage_ids: np.ndarray) -> np.ndarray:
         """The cosine of each of `passage_ids`, nan for one without a vector: exactly what

