@@ -25,7 +25,8 @@ failed against the requests in flight at the kill.
 A recall is cold when the server opened the user's memory for it (the registry logs each open,
 `memory_open`; a recall is matched to an open of its user inside its own span).
 
-Writes `<store>-<users>.json`, `.md` and `.png` under `--out`, and a summary table of every run
+Writes `<store>-<users>.json` (the figures; each call and sample is drawn in the plot), `.md` and
+`.png` under `--out`, and a summary table of every run
 there (`README.md`). Clients and servers share the machine: compare runs of one session.
 """
 
@@ -927,7 +928,8 @@ def _percentiles(values: list[float], scale: float = 1.0) -> dict:
 def save(report: dict, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     name = report["label"]
-    (out / f"{name}.json").write_text(json.dumps(report, indent=1) + "\n")
+    figures = {k: v for k, v in report.items() if k not in ("calls", "series")}  # the plot's
+    (out / f"{name}.json").write_text(json.dumps(figures, indent=1) + "\n")
     plot(report, out / f"{name}.png")
     md = out / f"{name}.md"
     md.write_text(markdown(report))
@@ -1095,7 +1097,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", help="IRENEO_MODEL for the servers [the default model]")
     p.add_argument("--kill-at", type=float, help="SIGKILL the last replica at S s")
     p.add_argument("--label", default="", help="the results' file name [<store>-<users>]")
-    p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the servers")
+    p.add_argument(
+        "--env", action="append", default=[], help="IRENEO_... or MALLOC_...=VALUE for the servers"
+    )
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--work", type=Path, help="the servers' home [a fresh temporary directory]")
     p.add_argument(
@@ -1111,8 +1115,8 @@ def main(argv: list[str] | None = None) -> int:
     server_env = {}
     for item in args.env:
         name, sep, value = item.partition("=")
-        if not sep or not name.startswith("IRENEO_"):
-            p.error(f"--env {item!r}: give IRENEO_NAME=VALUE")
+        if not sep or not name.startswith(("IRENEO_", "MALLOC_")):
+            p.error(f"--env {item!r}: give IRENEO_NAME=VALUE (or MALLOC_NAME=VALUE)")
         server_env[name] = value
     config = Config(
         users=args.users,
