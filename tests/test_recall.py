@@ -216,12 +216,22 @@ def test_an_unrelated_question_gets_no_hits(history, query):
     assert memory.recall(query, k=8) == []  # not the nearest small talk passed off as an answer
 
 
-def test_the_relevance_floor_keeps_the_answers(history):
+def test_an_answered_question_gets_every_hit_asked_for(history):
     memory, questions = history
     for question in questions:
         for query in (question.long, question.short):
             sessions = [hit.session_id for hit in memory.recall(query, k=8)]
             assert question.session_id in sessions, query
+            assert len(sessions) == 8, query  # never cut short: nothing relevant is per query
+
+
+@pytest.mark.parametrize(
+    "query", ["", "?!...,;", "what is the", "is it the", "что это было", "그것은 그", "— ? —"]
+)
+def test_a_query_without_content_gets_nothing(history, sampled, query):
+    memory, _ = history
+    assert memory.recall(query, k=8) == []
+    assert sampled.recall(query, k=8) == []  # a small memory too, where every other query answers
 
 
 def test_turn_windows_reads_several_ranges_at_once(memory, tmp_path):

@@ -54,7 +54,9 @@ LIFTS: dict[str, Lift] = {
     "minilm-l6-v2-int8": Lift(alone=0.3, with_words=0.15),
 }
 
-_LANGUAGES = ("english", "russian", "korean")
+# The package's Korean list has 이것 and 저것 ("this", "that one there") but not their siblings
+# 그것 ("that"), 거기 ("there") and the spoken 이거 / 그거 / 저거 / 뭐.
+_KOREAN_MISSING = ("그것", "거기", "이거", "그거", "저거", "뭐")
 _HANGUL = re.compile(r"[\u1100-\u11ff\u3130-\u318f\uac00-\ud7a3]")
 
 
@@ -115,11 +117,9 @@ def _stop_terms(script: str, hangul: Hangul) -> frozenset[str]:
     read by Kiwi (loaded only once a query holds Hangul, when the query needed it anyway)."""
     from stopwords import get_stopwords
 
-    wanted = ("korean",) if script == "hangul" else ("english", "russian")
-    found: set[str] = set()
-    for language in wanted:
-        for word in get_stopwords(language):
-            analysed = terms(word, hangul)
-            if len(analysed) == 1:  # a phrase ("예를 들면") is not one term
-                found.add(analysed[0])
-    return frozenset(found)
+    if script == "hangul":
+        words = [*get_stopwords("korean"), *_KOREAN_MISSING]
+    else:
+        words = [*get_stopwords("english"), *get_stopwords("russian")]
+    analysed = (terms(word, hangul) for word in words)
+    return frozenset(t[0] for t in analysed if len(t) == 1)  # a phrase is not one term
