@@ -20,7 +20,6 @@ values instead of every row (Store.save_copies). Vectors are pgvector `vector`s,
 from __future__ import annotations
 
 import secrets
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -87,10 +86,8 @@ def open_pool(url: str, *, max_size: int = 8) -> ConnectionPool:
         kwargs={"autocommit": True, "prepare_threshold": None},
         configure=_configure,
         # a connection handed out is checked first: after PostgreSQL restarts, the idle ones
-        # are dead, and each would otherwise fail one request before the pool replaces it;
-        # one handed out within the last FRESH seconds is not (a check is one more round trip:
-        # of the eleven a warm recall waited for, five were checks)
-        check=_check_stale,
+        # are dead, and each would otherwise fail one request before the pool replaces it
+        check=ConnectionPool.check_connection,
         # while PostgreSQL is down a request waits at most this long for a connection, then
         # fails (ingest 503, recall's fail-soft sentence) instead of hanging
         timeout=POOL_TIMEOUT,
@@ -115,19 +112,6 @@ def open_pool(url: str, *, max_size: int = 8) -> ConnectionPool:
             f"{pg_schema.latest_version()}: run `ireneo db upgrade` as the tables' owner"
         )
     return pool
-
-
-FRESH = 2.0  # seconds: a connection used this recently is handed out unchecked
-
-
-def _check_stale(conn: psycopg.Connection) -> None:
-    """The pool's check of a connection it hands out, unless it handed it out within FRESH
-    seconds (a restart of PostgreSQL since then costs that one request)."""
-    now = time.monotonic()
-    last = getattr(conn, "_ireneo_handed_out", None)
-    conn._ireneo_handed_out = now  # type: ignore[attr-defined]
-    if last is None or now - last > FRESH:
-        ConnectionPool.check_connection(conn)
 
 
 def _configure(conn: psycopg.Connection) -> None:
