@@ -19,7 +19,7 @@ from ireneo.errors import IreneoError, NotFound
 from ireneo.formats import funes_jsonl
 from ireneo.memory import Memory
 from ireneo.model import Turn
-from ireneo.render import render_hits, render_sessions, render_status, render_turns
+from ireneo.render import inline, render_hits, render_sessions, render_status, render_turns
 
 
 def memory_options(command):
@@ -227,7 +227,7 @@ def scan(memory: Memory, as_json: bool, session: str, needle: str) -> None:
     """Find an exact string inside one conversation."""
     turns = memory.scan(session, needle)
     lines = [
-        f"[{t.seq}] {t.ts:%Y-%m-%d %H:%M} {t.role}: {line.strip()}"
+        f"[{t.seq}] {t.ts:%Y-%m-%d %H:%M} {inline(t.role)}: {inline(line.strip())}"
         for t in turns
         for line in t.text.splitlines()
         if needle in line
