@@ -108,7 +108,8 @@ def test_a_user_with_too_many_calls_waiting_is_told_so(tmp_path):
         with srv.state.registry.lease(user_key("hog"), create=False) as memory:
             ref = memory.session_ref("c-long")
         slots = srv.state.recaller._slots
-        calls = slots.per_user + slots.waiting + 3  # 1 running, 8 waiting, 3 refused
+        excess = 20
+        calls = slots.per_user + slots.waiting + excess  # 1 running, 8 waiting, the rest refused
 
         async def run() -> list[str]:
             async with Client(f"{srv.url}/mcp", auth=srv.token("hog"), timeout=300) as hog:
@@ -118,9 +119,12 @@ def test_a_user_with_too_many_calls_waiting_is_told_so(tmp_path):
             return [r.content[0].text for r in results]
 
         texts = asyncio.run(run())
-        assert texts.count(BUSY) == 3
-        assert sum("Line 0:" in t for t in texts) == calls - 3
-        assert slots.busy == 3
+        # How many arrive while the first still runs depends on the machine's speed: at most
+        # the excess is refused, with the sentence, and every other call is answered.
+        refused = texts.count(BUSY)
+        assert 1 <= refused <= excess
+        assert sum("Line 0:" in t for t in texts) == calls - refused
+        assert slots.busy == refused
         wait_for(lambda: slots.active == 0)
     finally:
         srv.close()
@@ -214,7 +218,9 @@ def test_a_full_queue_refuses_with_busy_and_slots_go_round_in_turn():
 
 def test_an_unavailable_answer_is_still_the_sentence_past_the_deadline(tmp_path):
     """A recall that times out waiting behind its own user's calls answers the fail-soft sentence."""
-    srv = RunningServer(make_settings(tmp_path, recall_concurrency=2, recall_timeout=0.5))
+    # a deadline shorter than any read: three of the four calls wait behind the first, on a
+    # quiet machine as on a busy one (0.5 s passed only while reads were slow)
+    srv = RunningServer(make_settings(tmp_path, recall_concurrency=2, recall_timeout=0.001))
     try:
         assert srv.post(long_conversation("hog", "c-long", LONG_TURNS)).status_code == 202
         with srv.state.registry.lease(user_key("hog"), create=False) as memory:
