@@ -124,7 +124,8 @@ def window_scores(
     """The fused scores of every candidate window, keyed by its centre `(session_id, seq)`;
     none when the memory holds nothing about the query (ireneo.relevance)."""
     words = query_terms(query, hangul=hangul)
-    if not relevance.content(words, hangul).any():
+    content = relevance.content(words, hangul)
+    if not content.any():
         return {}  # "what is the", "?!": no content, no search
     # The query's vector is computed, and the dense candidates found, on another core while
     # the keyword candidates are found and their neighbourhoods counted here (onnxruntime
@@ -142,7 +143,7 @@ def window_scores(
     # a query with no capitals may have left them out; one without cased letters (Korean) not
     if fusion.name_weight and not written_names(query) and any(c.islower() for c in query):
         named += names_in_memory(store, layout, query, sequence, rarer, seeds, filters, hangul)
-    lexical = LexicalQuery.build(sequence, words, named, stats, fusion, layout, hangul)
+    lexical = LexicalQuery.build(sequence, words, content, named, stats, fusion, layout)
     for name in named:  # the passages that hold a name, whatever the question's other words
         seeds = np.union1d(seeds, layout.holding(layout.term_ids(name), fusion.candidates, filters))
     near = layout.visible(layout.near(seeds, 2 * radius), filters)
@@ -221,19 +222,19 @@ class LexicalQuery:
         cls,
         sequence: list[str],
         words: list[str],
+        content: np.ndarray,
         named: list[list[str]],
         stats: TermStats,
         fusion: Fusion,
         layout: PassageLayout,
-        hangul: Hangul = "morphemes",
     ) -> LexicalQuery:
-        """`sequence`: the query's terms in order (analyze.terms), `words`: its distinct ones."""
+        """`sequence`: the query's terms in order (analyze.terms), `words`: its distinct ones,
+        `content`: which of them carry content (relevance.content)."""
         known = [w for w in sequence if stats.document_frequency.get(w)]
         pairs = list(dict.fromkeys((a, b) for a, b in pairwise(known) if a != b))
         if not fusion.pair_weight:
             pairs = []
         weights = [_idf(stats, w) for w in words]
-        content = relevance.content(words, hangul)
         mass = relevance.content_mass(words, weights, content, stats.passages)
         weights += [fusion.pair_weight * max(_idf(stats, w) for w in pair) for pair in pairs]
         ids = layout.term_ids(words) + [
@@ -251,6 +252,11 @@ class LexicalQuery:
             stats.passages,
             _held_names(named, words, pairs),
         )
+
+    @property
+    def content_weights(self) -> np.ndarray:
+        """Per term: its IDF if it carries content, else 0."""
+        return self.weights[: self.words] * self.content
 
     def found(self, tokens: np.ndarray, followed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Where the query's terms and pairs occur in a run of term ids (`followed`: the next
@@ -349,7 +355,7 @@ def _name_shares(lexical: LexicalQuery, fusion: Fusion) -> np.ndarray:
     hold (a participant of every conversation) tells less apart than the question's other
     words, and counts for that much less."""
     rarity = np.array([lexical.weights[name.columns].max() for name in lexical.names])
-    rarest = (lexical.weights[: lexical.words] * lexical.content).max(initial=0.0)
+    rarest = lexical.content_weights.max(initial=0.0)
     scale = np.minimum(1.0, rarity / rarest) if rarest > 0 else np.ones(len(rarity))
     return fusion.name_weight * rarity / rarity.sum() * scale
 
@@ -519,8 +525,7 @@ def _answers(
 ) -> bool:
     """Whether the memory answers the query at all (ireneo.relevance): some window holds enough
     of its content words, or stands out in meaning, or both in part."""
-    words = lexical.words
-    found = (counts[:, :words] > 0) @ (lexical.weights[:words] * lexical.content)
+    found = (counts[:, : lexical.words] > 0) @ lexical.content_weights
     return relevance.answers(found, lexical.mass, cosine, median, fusion.lift, lexical.passages)
 
 
