@@ -26,7 +26,7 @@ from ireneo.bench.server_process import free_port
 from ireneo.server.app import ServerState, create_app
 from ireneo.server.auth import mint_token
 from ireneo.server.memories import user_key
-from ireneo.server.settings import Settings
+from ireneo.config import Settings
 
 INGEST_KEY = "test-ingest-key-0123456789"
 JWT_SECRET = "test-jwt-secret-" + "0123456789abcdef" * 4

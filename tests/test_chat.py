@@ -349,7 +349,7 @@ def test_an_admin_key_must_be_long_and_not_the_ingest_key(tmp_path):
 
 
 def test_the_chat_settings_come_from_the_environment(tmp_path):
-    from ireneo.server.settings import Settings, SettingsError
+    from ireneo.config import Settings, SettingsError
 
     env = {
         "IRENEO_HOME": str(tmp_path),

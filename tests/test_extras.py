@@ -96,7 +96,7 @@ def test_without_psycopg_postgres_is_a_one_line_error_and_sqlite_serves(tmp_path
             "sys.modules.update(dict.fromkeys(['psycopg', 'psycopg_pool', 'pgvector']))\n"
             "from pathlib import Path\n"
             "from ireneo.server.app import create_app\n"
-            "from ireneo.server.settings import Settings\n"
+            "from ireneo.config import Settings\n"
             "create_app(Settings(home=Path(sys.argv[1]), ingest_key='k' * 32,\n"
             "                    jwt_secret='s' * 48, jwt_issuer='i', jwt_audience='a'))\n"
             "print(sorted(m for m in sys.modules if m.startswith('ireneo.store.p')))\n",

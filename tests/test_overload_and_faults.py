@@ -278,7 +278,7 @@ def test_a_model_that_cannot_load_fails_soft_and_recovers_once_it_can(tmp_path, 
 
 
 def test_settings_for_ingest_admission(tmp_path):
-    from ireneo.server.settings import Settings
+    from ireneo.config import Settings
 
     env = {"IRENEO_INGEST_CONCURRENCY": "2", "IRENEO_INGEST_QUEUE": "9"}
     settings = Settings.from_env(env)

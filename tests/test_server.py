@@ -22,7 +22,7 @@ from mcp.shared.exceptions import MCPError
 from ireneo.server.app import ConfigError, create_app
 from ireneo.server.logs import JsonFormatter
 from ireneo.server.memories import user_key
-from ireneo.server.settings import Settings
+from ireneo.config import Settings
 from ireneo.server.tools import EMPTY_RANGE, NO_MEMORY, NOTHING_RELEVANT, UNAVAILABLE, UNKNOWN_REF
 from tests.conftest_server import (
     AUDIENCE,
@@ -830,7 +830,7 @@ def test_settings_from_the_environment(tmp_path):
     assert JWT_SECRET not in repr(s) and INGEST_KEY not in repr(s)
     assert Settings.from_env(env, home=tmp_path / "x", dev=True).home == tmp_path / "x"
     assert Settings.from_env({**env, "IRENEO_DEV": "1"}).dev
-    from ireneo.server.settings import SettingsError
+    from ireneo.config import SettingsError
 
     with pytest.raises(SettingsError):
         Settings.from_env({**env, "IRENEO_RECALL_K": "many"})

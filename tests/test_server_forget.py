@@ -164,7 +164,7 @@ def test_retention_forgets_old_conversations_on_the_clock(tmp_path):
 
 
 def test_retention_is_off_unless_set(tmp_path):
-    from ireneo.server.settings import Settings, SettingsError
+    from ireneo.config import Settings, SettingsError
 
     assert Settings.from_env({}).retention_days is None
     assert Settings.from_env({"IRENEO_RETENTION_DAYS": "90"}).retention_days == 90.0

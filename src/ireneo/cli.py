@@ -283,7 +283,7 @@ def status(memory: Memory, as_json: bool) -> None:
 
 def _retention_days() -> float | None:
     """IRENEO_RETENTION_DAYS, as the server reads it (None: off)."""
-    from ireneo.server.settings import Settings, SettingsError
+    from ireneo.config import Settings, SettingsError
 
     try:
         return Settings.from_env().retention_days

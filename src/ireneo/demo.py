@@ -215,7 +215,7 @@ class DemoServer:
         import uvicorn
 
         from ireneo.server.app import create_app
-        from ireneo.server.settings import Settings
+        from ireneo.config import Settings
 
         self.settings = Settings(
             home=home,

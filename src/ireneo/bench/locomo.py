@@ -38,7 +38,7 @@ from ireneo.embed import load_embedder
 from ireneo.memory import Memory
 from ireneo.model import Block, Hit, Turn
 from ireneo.render import render_hit
-from ireneo.server.settings import Settings
+from ireneo.config import Settings
 from ireneo.server.tools import NO_MEMORY, NOTHING_RELEVANT, Recaller, recall_answer
 from ireneo.server.tools import UNAVAILABLE as UNAVAILABLE_ANSWER
 

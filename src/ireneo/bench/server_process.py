@@ -152,7 +152,7 @@ class ServerProcess:
 
     def token(self, user: str, ttl: int = 24 * 3600) -> str:
         from ireneo.server.auth import mint_token
-        from ireneo.server.settings import Settings
+        from ireneo.config import Settings
 
         settings = Settings(jwt_secret=JWT_SECRET, jwt_issuer=ISSUER, jwt_audience=AUDIENCE)
         return mint_token(settings, user, ttl)

@@ -51,7 +51,7 @@ from ireneo.server.logs import log_event
 from ireneo.server.memories import MemoryRegistry, user_key
 from ireneo.server.periodic import every
 from ireneo.server.returned import RETURNED
-from ireneo.server.settings import Settings
+from ireneo.config import Settings
 from ireneo.server.tools import MemoryLease, MemoryTools, Recaller, register_tools
 from ireneo.server.verified import remember_verified
 

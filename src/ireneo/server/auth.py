@@ -18,7 +18,7 @@ import jwt
 from fastmcp.server.auth import AccessToken
 from fastmcp.server.auth.providers.jwt import JWTVerifier
 
-from ireneo.server.settings import Settings
+from ireneo.config import Settings
 from ireneo.users import is_user, user_problem
 
 LEEWAY_SECONDS = 60  # clock skew allowed between the issuer and this server

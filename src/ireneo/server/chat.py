@@ -44,7 +44,7 @@ from ireneo.render import render_hits
 from ireneo.server.indexer import Indexer
 from ireneo.server.logs import log_event
 from ireneo.server.memories import MemoryRegistry, user_key
-from ireneo.server.settings import Settings
+from ireneo.config import Settings
 from ireneo.server.tools import Recaller, note_returned, returned_turns
 from ireneo.users import MAX_USER_CHARS, user_problem
 

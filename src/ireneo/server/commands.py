@@ -17,7 +17,7 @@ HOME_HELP = "Memory directory [env IRENEO_HOME; default ~/.local/share/ireneo]."
 
 
 def _settings(**overrides: object):
-    from ireneo.server.settings import Settings, SettingsError
+    from ireneo.config import Settings, SettingsError
 
     try:
         return Settings.from_env(**overrides)
