@@ -19,8 +19,8 @@ import numpy as np
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
-from ireneo.env import usable_cores
 from ireneo.store.vectors import VectorIndex, _quantize
+from ireneo.workers import usable_cores
 
 DIMENSIONS = 384
 

@@ -23,10 +23,10 @@ import uvicorn
 from fastmcp import Client
 
 from ireneo.bench.server_process import free_port
+from ireneo.config import Settings
 from ireneo.server.app import ServerState, create_app
 from ireneo.server.auth import mint_token
 from ireneo.server.memories import user_key
-from ireneo.config import Settings
 
 INGEST_KEY = "test-ingest-key-0123456789"
 JWT_SECRET = "test-jwt-secret-" + "0123456789abcdef" * 4

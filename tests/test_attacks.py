@@ -25,11 +25,11 @@ import pytest
 from fastmcp import Client
 from mcp.shared.exceptions import MCPError
 
+from ireneo.config import Settings
 from ireneo.memories import MAX_TAGS, InvalidMemory, normalise_tags
 from ireneo.server.auth import mint_token
 from ireneo.server.inspect import COOKIE, Sessions
 from ireneo.server.memories import user_key
-from ireneo.config import Settings
 from ireneo.server.tools import NOT_STORED
 from tests.conftest_chat import FakeModel
 from tests.conftest_hostile import McpSession

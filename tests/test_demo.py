@@ -130,9 +130,7 @@ def test_compose_sets_only_settings_the_server_reads():
     names = set(re.findall(r"^\s+(IRENEO_[A-Z_]+):", compose, re.M))
     assert {"IRENEO_INGEST_KEY", "IRENEO_JWT_ISSUER", "IRENEO_JWT_AUDIENCE"} <= names
     assert {"IRENEO_JWKS_URL", "IRENEO_JWT_PUBLIC_KEY", "IRENEO_JWT_SECRET"} <= names
-    read = set(
-        re.findall(r'"(IRENEO_[A-Z_]+)"', (ROOT / "src/ireneo/config.py").read_text())
-    )
+    read = set(re.findall(r'"(IRENEO_[A-Z_]+)"', (ROOT / "src/ireneo/config.py").read_text()))
     assert names <= read, names - read
     assert "- memories:/data" in compose
 

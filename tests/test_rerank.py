@@ -4,11 +4,11 @@ from datetime import UTC, datetime
 import pytest
 
 from ireneo import Memory
+from ireneo.config import Settings
 from ireneo.embed import DEFAULT_MODEL, load_embedder
 from ireneo.model import Hit
 from ireneo.rerank import SENTENCE_WEIGHT, SentenceReranker, load_reranker
 from ireneo.server.memories import user_key
-from ireneo.config import Settings
 from tests.conftest import conversation
 from tests.conftest_models import overlap_cross_encoder
 from tests.conftest_server import RunningServer, make_settings

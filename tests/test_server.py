@@ -19,10 +19,10 @@ from fastmcp import Client
 from fastmcp.server.auth.providers.jwt import RSAKeyPair
 from mcp.shared.exceptions import MCPError
 
+from ireneo.config import Settings
 from ireneo.server.app import ConfigError, create_app
 from ireneo.server.logs import JsonFormatter
 from ireneo.server.memories import user_key
-from ireneo.config import Settings
 from ireneo.server.tools import EMPTY_RANGE, NO_MEMORY, NOTHING_RELEVANT, UNAVAILABLE, UNKNOWN_REF
 from tests.conftest_server import (
     AUDIENCE,

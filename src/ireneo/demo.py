@@ -214,8 +214,8 @@ class DemoServer:
     def __init__(self, home: Path):
         import uvicorn
 
-        from ireneo.server.app import create_app
         from ireneo.config import Settings
+        from ireneo.server.app import create_app
 
         self.settings = Settings(
             home=home,

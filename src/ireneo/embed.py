@@ -31,9 +31,10 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from ireneo.env import model_cache, usable_cores
+from ireneo.env import model_cache
 from ireneo.errors import UnknownModel
 from ireneo.fuse import fuse_layers
+from ireneo.workers import usable_cores
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer

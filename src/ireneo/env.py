@@ -3,7 +3,6 @@ memories), and the cores this process may use."""
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 from collections.abc import Mapping
@@ -25,24 +24,6 @@ def env_number(name: str, default: float, env: Mapping[str, str] | None = None) 
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"{name} must be a number of at least 0, not {raw}")
     return value
-
-
-@functools.cache
-def usable_cores() -> int:
-    """Cores this process may really use: the affinity mask, capped by a cgroup CPU quota.
-
-    A container limited to 2 CPUs on a 64-core host still sees 64 cores in its affinity
-    mask; 64 inference threads sharing 2 CPUs would thrash.
-    """
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    cores = cores or 1
-    try:
-        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
-        if quota != "max":
-            cores = min(cores, max(1, -(-int(quota) // int(period))))
-    except (OSError, ValueError):
-        pass
-    return cores
 
 
 def model_cache() -> Path:

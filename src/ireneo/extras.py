@@ -20,8 +20,7 @@ def missing(extra: str, what: str, exc: ImportError) -> MissingExtra:
     """The error for `what` needing `extra`, from the ImportError that showed it missing."""
     module = exc.name or str(exc)
     return MissingExtra(
-        f"{what} needs the {extra} extra ({module} is not installed): "
-        f"pip install 'ireneo[{extra}]'"
+        f"{what} needs the {extra} extra ({module} is not installed): pip install 'ireneo[{extra}]'"
     )
 
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from ireneo.analyze import sentences
 from ireneo.embed import Embedder, onnx_files, token_feeds, token_inputs, transformer_session
-from ireneo.env import usable_cores
 from ireneo.model import Hit
+from ireneo.workers import usable_cores
 
 NAMES = ("none", "sentences")
 # The fused ranking's best hits a reranker reorders (a recall of k > 8 reorders k). Deeper

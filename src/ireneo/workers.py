@@ -1,5 +1,5 @@
 """Thread pools for work that releases the GIL (inference, BLAS, SQLite), one per purpose
-(the server's recall calls run in "recall", ireneo.server.slots).
+(the server's recall calls run in "recall", ireneo.server.slots), and the cores they may use.
 
 A pool never runs work that waits on its own pool, so pools cannot starve each other: that is
 why each purpose has its own.
@@ -7,11 +7,30 @@ why each purpose has its own.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
-from ireneo.env import usable_cores
+
+@functools.cache
+def usable_cores() -> int:
+    """Cores this process may really use: the affinity mask, capped by a cgroup CPU quota.
+
+    A container limited to 2 CPUs on a 64-core host still sees 64 cores in its affinity
+    mask; 64 inference threads sharing 2 CPUs would thrash.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = cores or 1
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, -(-int(quota) // int(period))))
+    except (OSError, ValueError):
+        pass
+    return cores
+
 
 _pools: dict[str, ThreadPoolExecutor] = {}
 _lock = threading.Lock()

@@ -149,9 +149,7 @@ class LoadRun:
             base_url=self.server.url,
             timeout=60,
             headers={"x-ingest-key": INGEST_KEY},
-            limits=httpx2.Limits(
-                max_connections=self.config.clients + self.config.posters + 10
-            ),
+            limits=httpx2.Limits(max_connections=self.config.clients + self.config.posters + 10),
         ) as http:
             # every user starts with one stored conversation, so recall has something to find
             await asyncio.gather(*(self._ingest(http, user) for user in range(self.config.users)))
@@ -316,9 +314,7 @@ class LoadRun:
 
 def foreign_marks(text: str, user: int) -> list[str]:
     """The markers in `text` that belong to a user other than `user`."""
-    return [
-        m.group(0) for m in USER_MARKS.finditer(text) if int(m.group(1) or m.group(2)) != user
-    ]
+    return [m.group(0) for m in USER_MARKS.finditer(text) if int(m.group(1) or m.group(2)) != user]
 
 
 def history_text(user: int, conversation: int, turn: int) -> str:

@@ -34,11 +34,11 @@ from importlib import resources
 from pathlib import Path
 
 from ireneo.bench.run import METHODS, Stage
+from ireneo.config import Settings
 from ireneo.embed import load_embedder
 from ireneo.memory import Memory
 from ireneo.model import Block, Hit, Turn
 from ireneo.render import render_hit
-from ireneo.config import Settings
 from ireneo.server.tools import NO_MEMORY, NOTHING_RELEVANT, Recaller, recall_answer
 from ireneo.server.tools import UNAVAILABLE as UNAVAILABLE_ANSWER
 

@@ -151,8 +151,8 @@ class ServerProcess:
         raise TimeoutError("the server kept indexing")
 
     def token(self, user: str, ttl: int = 24 * 3600) -> str:
-        from ireneo.server.auth import mint_token
         from ireneo.config import Settings
+        from ireneo.server.auth import mint_token
 
         settings = Settings(jwt_secret=JWT_SECRET, jwt_issuer=ISSUER, jwt_audience=AUDIENCE)
         return mint_token(settings, user, ttl)

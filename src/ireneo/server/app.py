@@ -36,6 +36,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ireneo import privacy
+from ireneo.config import Settings
 from ireneo.embed import DEFAULT_MODEL, load_embedder
 from ireneo.extras import MissingExtra
 from ireneo.memories import Memories, MemoryPolicy, utc_now
@@ -51,7 +52,6 @@ from ireneo.server.logs import log_event
 from ireneo.server.memories import MemoryRegistry, user_key
 from ireneo.server.periodic import every
 from ireneo.server.returned import RETURNED
-from ireneo.config import Settings
 from ireneo.server.tools import MemoryLease, MemoryTools, Recaller, register_tools
 from ireneo.server.verified import remember_verified
 

@@ -36,6 +36,7 @@ import httpx2
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from ireneo.config import Settings
 from ireneo.errors import FormatError
 from ireneo.formats.json_body import decode_json_body
 from ireneo.memories import Clock, Memories, MemoryHit, memory_to_dict, render_memory_hits
@@ -44,7 +45,6 @@ from ireneo.render import render_hits
 from ireneo.server.indexer import Indexer
 from ireneo.server.logs import log_event
 from ireneo.server.memories import MemoryRegistry, user_key
-from ireneo.config import Settings
 from ireneo.server.tools import Recaller, note_returned, returned_turns
 from ireneo.users import MAX_USER_CHARS, user_problem
 

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ireneo.env import model_cache, usable_cores
+from ireneo.env import model_cache
 from ireneo.store.saved import pack, unpack
+from ireneo.workers import usable_cores
 
 _QUANTIZE_ROWS = 4096
 _CENTRE = 128  # codes are stored as uint8, value + 128; the product takes the 128 back out
