@@ -5,7 +5,7 @@
 HOME is an indexed memory (`ireneo bench` leaves one per size, `ireneo index` makes one). It is
 copied twice into a temporary directory, one copy without its saved copies (the `saved_copies`
 rows deleted, as a memory indexed before them has none), and the two take turns: a whole
-process each time (`ireneo.bench.run.child`: timed from outside, with its own peak RSS). The hits are compared too: the copies
+process each time (`ireneo.benchmark.run.child`: timed from outside, with its own peak RSS). The hits are compared too: the copies
 must not change what a recall returns.
 
 Medians over the rounds; a busy machine moves both, so compare the two of one run.
@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ireneo.bench.run import child
+from ireneo.benchmark.run import child
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from ireneo.bench.generate import generate
+from ireneo.benchmark.generate import generate
 from ireneo.embed import load_embedder
 
 LANGUAGES = ("en", "ru", "ko")

@@ -35,7 +35,7 @@ from typing import Any
 from unittest import mock
 
 from ireneo import embed
-from ireneo.bench.generate import generate
+from ireneo.benchmark.generate import generate
 from ireneo.embed import PACKAGED, Embedder, OnnxEmbedder, load_embedder
 
 

@@ -7,7 +7,7 @@
     python bench/load.py --clients 20 --users 20 --conversations 1000 --posters 4 \
         --ingest-share 0 --seconds 60 --work /tmp/load-1000
 
-Writes bench/results/load/latest.{md,json} and load.png. See ireneo.bench.load.
+Writes bench/results/load/latest.{md,json} and load.png. See ireneo.benchmark.load.
 Exit status 1 on any error or any acknowledged turn missing.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from ireneo.bench.load import main  # noqa: E402
+from ireneo.benchmark.load import main  # noqa: E402
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -1,6 +1,6 @@
 """Recall of the questions as written and typed in lowercase, as agents and people often type.
 
-    python -m ireneo.bench.generate -n 3000 --out /tmp/h3k/src      # writes src/questions.json
+    python -m ireneo.benchmark.generate -n 3000 --out /tmp/h3k/src      # writes src/questions.json
     ireneo index --home /tmp/h3k/home /tmp/h3k/src
     PYTHONPATH=src python bench/lowercase.py /tmp/h3k/home /tmp/h3k/src/questions.json
 

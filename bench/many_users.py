@@ -3,7 +3,7 @@
     nice python bench/many_users.py --users 200 --store sqlite --seconds 60
     nice python bench/many_users.py --users 200 --store postgres --replicas 2 --kill-at 30
 
-N users get a history each from the generator (ireneo.bench.generate), sized by a long tail:
+N users get a history each from the generator (ireneo.benchmark.generate), sized by a long tail:
 most users 5-50 conversations (log-uniform), `--big-users` of `--big-size`. Every conversation
 is posted whole through `POST /turns` (the gateway's door) to a real `ireneo serve` on
 127.0.0.1, in a shuffled order, by `--posters` concurrent posters; then, once indexed,
@@ -55,9 +55,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO))
 
-from ireneo.bench.generate import generate  # noqa: E402
-from ireneo.bench.server_process import INGEST_KEY, ServerProcess  # noqa: E402
-from ireneo.bench.traffic import Conversation, marker, turn_text, user_name  # noqa: E402
+from ireneo.benchmark.generate import generate  # noqa: E402
+from ireneo.benchmark.server_process import INGEST_KEY, ServerProcess  # noqa: E402
+from ireneo.benchmark.traffic import Conversation, marker, turn_text, user_name  # noqa: E402
 from ireneo.server.memories import user_key  # noqa: E402
 
 TOOL = "recall_my_conversations"

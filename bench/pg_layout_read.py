@@ -18,7 +18,7 @@ import uuid
 from itertools import groupby
 
 from ireneo import Memory
-from ireneo.bench.generate import generate
+from ireneo.benchmark.generate import generate
 
 
 def main() -> None:

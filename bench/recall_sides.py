@@ -3,7 +3,7 @@
     PYTHONPATH=src python bench/recall_sides.py HOME QUESTIONS_JSON [--rounds 2]
 
 HOME is a memory indexed by `ireneo bench` (or `ireneo index`) and QUESTIONS_JSON the
-`questions.json` written beside its history (`python -m ireneo.bench.generate`). Recall runs the
+`questions.json` written beside its history (`python -m ireneo.benchmark.generate`). Recall runs the
 keyword side (BM25 candidates, windows, names) on the calling thread while another embeds the
 query and scans the vectors. Each question is timed, in one process, as:
 

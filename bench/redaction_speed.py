@@ -12,7 +12,7 @@ import argparse
 import statistics
 import time
 
-from ireneo.bench.generate import generate
+from ireneo.benchmark.generate import generate
 from ireneo.privacy import redact_turn
 
 

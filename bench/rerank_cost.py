@@ -1,6 +1,6 @@
 """What a reranker adds to a warm recall, and what it changes in the ranking.
 
-    python -m ireneo.bench.generate -n 3000 --out /tmp/h3k/src      # writes src/questions.json
+    python -m ireneo.benchmark.generate -n 3000 --out /tmp/h3k/src      # writes src/questions.json
     ireneo index --home /tmp/h3k/home /tmp/h3k/src
     PYTHONPATH=src python bench/rerank_cost.py /tmp/h3k/home /tmp/h3k/src/questions.json
 

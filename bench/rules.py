@@ -22,8 +22,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from ireneo import Memory, relevance
-from ireneo.bench.generate import generate, write_funes_jsonl
-from ireneo.bench.locomo import MAX_CHARS, K, evidence_share, load, shown_turns
+from ireneo.benchmark.generate import generate, write_funes_jsonl
+from ireneo.benchmark.locomo import MAX_CHARS, K, evidence_share, load, shown_turns
 from ireneo.server.tools import recall_answer
 
 # name: the Fusion fields that differ from the default (None: the default itself)

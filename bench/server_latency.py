@@ -31,7 +31,7 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 sys.path.insert(0, str(SRC))
 
 from ireneo import Memory  # noqa: E402
-from ireneo.bench.server_process import ServerProcess  # noqa: E402
+from ireneo.benchmark.server_process import ServerProcess  # noqa: E402
 from ireneo.formats.gateway import parse_gateway_body  # noqa: E402
 from ireneo.server.memories import user_key  # noqa: E402
 

@@ -2,7 +2,7 @@
 
     python bench/store_latency.py --conversations 10000 --database-url postgresql://…
 
-Builds the same synthetic history (ireneo.bench.generate) in an embedded SQLite memory and as a
+Builds the same synthetic history (ireneo.benchmark.generate) in an embedded SQLite memory and as a
 user of a PostgreSQL database (schema upgraded; the URL is the server's role). Turns are stored
 with the Python API in batches of one conversation, as the server's ingest does; the vectors are
 random unit vectors, put as the indexer puts them, so that the cost measured is the store's and
@@ -34,7 +34,7 @@ import numpy as np
 import psycopg
 
 from ireneo import Memory
-from ireneo.bench.generate import generate
+from ireneo.benchmark.generate import generate
 
 
 def measure(memory: Memory, history, seed: int) -> dict[str, float]:

@@ -22,7 +22,7 @@ import psycopg
 import uvicorn
 from fastmcp import Client
 
-from ireneo.bench.server_process import free_port
+from ireneo.benchmark.server_process import free_port
 from ireneo.config import Settings
 from ireneo.server.app import ServerState, create_app
 from ireneo.server.auth import mint_token

@@ -18,7 +18,7 @@ from pathlib import Path
 import psycopg
 from psycopg import conninfo, sql
 
-from ireneo.bench.server_process import free_port
+from ireneo.benchmark.server_process import free_port
 from ireneo.store import pg_schema
 
 PG_BIN = Path(os.environ.get("IRENEO_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from ireneo.bench import generate as gen
-from ireneo.bench import templates
-from ireneo.bench.generate import (
+from ireneo.benchmark import generate as gen
+from ireneo.benchmark import templates
+from ireneo.benchmark.generate import (
     ATTRIBUTES,
     EPOCH,
     FACT_KINDS,
@@ -74,7 +74,7 @@ def test_same_bytes_across_processes_and_hash_seeds(tmp_path):
             [
                 sys.executable,
                 "-m",
-                "ireneo.bench.generate",
+                "ireneo.benchmark.generate",
                 "--conversations",
                 "300",
                 "--lang",

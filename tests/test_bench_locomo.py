@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ireneo.bench import locomo
+from ireneo.benchmark import locomo
 from ireneo.cli import main
 from ireneo.model import ContextTurn, Hit
 from ireneo.render import render_hits

@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from ireneo import Memory, embed
-from ireneo.bench.generate import generate
+from ireneo.benchmark.generate import generate
 from ireneo.cli import main
 from tests.conftest import conversation
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from ireneo.bench.load import LoadConfig, LoadRun, save
+from ireneo.benchmark.load import LoadConfig, LoadRun, save
 from tests import pg_cluster  # a database of its own: the bench's user names are fixed
 
 

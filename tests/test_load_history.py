@@ -3,8 +3,8 @@ recall, posters only post; any marker of another user in an answer is an error."
 
 from __future__ import annotations
 
-from ireneo.bench.load import LoadConfig, LoadRun, foreign_marks, history_text
-from ireneo.bench.traffic import marker
+from ireneo.benchmark.load import LoadConfig, LoadRun, foreign_marks, history_text
+from ireneo.benchmark.traffic import marker
 
 
 def test_another_users_marker_in_an_answer_is_seen():

@@ -200,7 +200,7 @@ def test_model_mismatch_is_refused_with_the_way_out(home, tmp_path):
 @pytest.fixture(scope="module")
 def history(tmp_path_factory):
     """200 generated conversations (1,200 turns): enough statistics for the relevance floor."""
-    from ireneo.bench.generate import generate, write_funes_jsonl
+    from ireneo.benchmark.generate import generate, write_funes_jsonl
 
     generated = generate(200, lang="en", family="A", seed=3, questions=10)
     directory = tmp_path_factory.mktemp("history")

@@ -22,7 +22,7 @@ import psycopg
 import pytest
 from fastmcp import Client
 
-from ireneo.bench.server_process import INGEST_KEY, ServerProcess
+from ireneo.benchmark.server_process import INGEST_KEY, ServerProcess
 from ireneo.server.memories import user_key
 
 pytestmark = pytest.mark.slow

@@ -469,7 +469,7 @@ def bench(
         raise click.ClickException(str(exc)) from None
 
     if locomo:
-        from ireneo.bench import locomo as locomo_bench
+        from ireneo.benchmark import locomo as locomo_bench
         from ireneo.errors import UnknownModel
 
         try:
@@ -482,14 +482,14 @@ def bench(
         click.echo(locomo_bench.save(document, out).read_text())
         return
     if load:
-        from ireneo.bench.load import LoadConfig, run_load
+        from ireneo.benchmark.load import LoadConfig, run_load
 
         report = run_load(LoadConfig(clients=clients, seconds=seconds), out / "load")
         if report.total_errors or report.acked_turns_missing:
             raise SystemExit(1)
         return
 
-    from ireneo.bench.run import Config, run, save
+    from ireneo.benchmark.run import Config, run, save
 
     overrides = {
         "family": family,

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import httpx2
 
-from ireneo.bench.server_process import INGEST_KEY, ServerProcess
-from ireneo.bench.traffic import (
+from ireneo.benchmark.server_process import INGEST_KEY, ServerProcess
+from ireneo.benchmark.traffic import (
     Conversation,
     marker,
     stored_memories,

@@ -4,7 +4,7 @@ Each question is also asked through the reference's fusion (`run.method_funes_rr
 ireneo's recall, and the median of the paired ratios compares the two at the same moment: the
 machine's speed here changes by the hour.
 
-    python -m ireneo.bench.probe HOME QUESTIONS.json   → one JSON object on stdout
+    python -m ireneo.benchmark.probe HOME QUESTIONS.json   → one JSON object on stdout
 
 HOME `-`: the memory that IRENEO_DATABASE_URL and IRENEO_USER name.
 
@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ireneo import privacy
-from ireneo.bench.run import method_funes_rrf
+from ireneo.benchmark.run import method_funes_rrf
 from ireneo.memory import Memory
 from ireneo.model import Block, Turn
 

@@ -23,7 +23,7 @@ conversation and in no other; `generate` checks this on the text it produced.
 The world (equipment, sites, facts, which facts are asked about) depends only on N and the seed;
 the language ("en", "ru", "ko") and the template family ("A" for development, "B" held out:
 other phrasings, other questions, other small talk; "C", which nobody tunes on: other shapes of
-conversation too) only change the words. The words are data files (`ireneo.bench.templates`).
+conversation too) only change the words. The words are data files (`ireneo.benchmark.templates`).
 Same arguments, same bytes.
 """
 
@@ -42,8 +42,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from ireneo.bench import templates
-from ireneo.bench.templates import FACT_KINDS, FAMILIES, LANGS, Language
+from ireneo.benchmark import templates
+from ireneo.benchmark.templates import FACT_KINDS, FAMILIES, LANGS, Language
 from ireneo.formats import funes_jsonl
 from ireneo.model import Block, Turn
 
@@ -334,7 +334,7 @@ def _build_world(n: int, seed: int) -> _World:
 
 
 # ---------------------------------------------------------------------------------------------
-# Words: the template files (`ireneo.bench.templates`) and the filler.
+# Words: the template files (`ireneo.benchmark.templates`) and the filler.
 
 _SLOT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([^{}]+))?\}")
 
@@ -808,12 +808,12 @@ def write_questions(history: History, path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Command line: python -m ireneo.bench.generate --conversations N --out DIR
+# Command line: python -m ireneo.benchmark.generate --conversations N --out DIR
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m ireneo.bench.generate",
+        prog="python -m ireneo.benchmark.generate",
         description="Write a synthetic history (.funes.jsonl) and its questions (questions.json).",
     )
     parser.add_argument("--conversations", "-n", type=int, required=True)

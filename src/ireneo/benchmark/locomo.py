@@ -33,7 +33,7 @@ from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
 
-from ireneo.bench.run import METHODS, Stage
+from ireneo.benchmark.run import METHODS, Stage
 from ireneo.config import Settings
 from ireneo.embed import load_embedder
 from ireneo.memory import Memory
@@ -329,7 +329,7 @@ def score(memory: Memory, question: Question) -> Scored:
 
 def offtopic_queries(lang: str) -> list[str]:
     """The questions about subjects absent from every benchmark memory, in `lang`."""
-    text = resources.files("ireneo.bench").joinpath(f"data/offtopic_{lang}.txt").read_text("utf-8")
+    text = resources.files("ireneo.benchmark").joinpath(f"data/offtopic_{lang}.txt").read_text("utf-8")
     return [line.strip() for line in text.splitlines() if line.strip() and line[0] != "#"]
 
 

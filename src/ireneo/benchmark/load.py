@@ -32,8 +32,8 @@ from pathlib import Path
 import httpx2
 import numpy as np
 
-from ireneo.bench.server_process import INGEST_KEY, ServerProcess
-from ireneo.bench.traffic import (
+from ireneo.benchmark.server_process import INGEST_KEY, ServerProcess
+from ireneo.benchmark.traffic import (
     KINDS,
     PEOPLE,
     SITES,

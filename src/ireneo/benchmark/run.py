@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ireneo import search
 from ireneo.analyze import query_terms
-from ireneo.bench.generate import Question, generate, write_funes_jsonl, write_questions
+from ireneo.benchmark.generate import Question, generate, write_funes_jsonl, write_questions
 from ireneo.embed import DEFAULT_MODEL, load_embedder
 from ireneo.memory import Memory
 from ireneo.model import Hit
@@ -314,7 +314,7 @@ def run_one(config: Config, lang: str, size: int, scratch: Path, stage: Stage = 
             json.dumps(misses(memory, history.questions), ensure_ascii=False, indent=1)
         )
     stage(f"{name}: latency, memory, time to searchable", None)
-    _, _, out = child("ireneo.bench.probe", [str(home), str(scratch / "questions.json")])
+    _, _, out = child("ireneo.benchmark.probe", [str(home), str(scratch / "questions.json")])
     result.perf.update(json.loads(out))
     result.perf["cold_p50_ms"] = cold_latency(home, history.questions, config.cold_samples)
     if config.database_url:
@@ -338,7 +338,7 @@ def postgres_run(
     with Memory(database=config.database_url, user=user, model=config.model) as memory:
         table = accuracy(memory, questions, lambda: None, methods=("ireneo",))
         perf["disk_mb"] = memory.status().disk_bytes / 2**20
-    _, _, out = child("ireneo.bench.probe", ["-", str(scratch / "questions.json")], env)
+    _, _, out = child("ireneo.benchmark.probe", ["-", str(scratch / "questions.json")], env)
     perf.update(json.loads(out))
     perf["cold_p50_ms"] = cold_latency(None, questions, config.cold_samples, env)
     return {**perf, **_ireneo_accuracy(table)}
@@ -353,7 +353,7 @@ def _ireneo_accuracy(table: dict) -> dict[str, float]:
 
 
 def save(runs: list[Run], config: Config, started: str) -> Path:
-    from ireneo.bench.report import markdown, plots
+    from ireneo.benchmark.report import markdown, plots
 
     config.out.mkdir(parents=True, exist_ok=True)
     document = {
