@@ -13,9 +13,10 @@ import hashlib
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import numpy as np
 
@@ -37,6 +38,7 @@ SAVE_AFTER = 2000
 
 log = logging.getLogger("ireneo.store")
 C = TypeVar("C")  # a copy search keeps: the layout or the vectors
+Tx = TypeVar("Tx")  # a store's open transaction, which its primitives write through
 
 
 @dataclass(frozen=True)
@@ -161,8 +163,12 @@ class Status:
     extra: dict = field(default_factory=dict)
 
 
-class Store(ABC):
-    """One memory's persistence. Implementations: SQLiteStore (embedded) and PostgresStore."""
+class Store(ABC, Generic[Tx]):
+    """One memory's persistence. Implementations: SQLiteStore (embedded) and PostgresStore.
+
+    What both do the same (forgetting and its audit, the merge of a near-duplicate memory) is
+    written here once; each store gives the primitives it runs on (reads and writes of rows,
+    inside the transaction `_transaction` opens)."""
 
     # each store's copies of its passages' layout and its vectors (store/kept.py)
     _layout: KeptCopy[PassageLayout]
@@ -400,23 +406,95 @@ class Store(ABC):
     # Each forget removes turns, passages, their full-text entries and vectors (and, for
     # forget_all, explicit memories and file states) in one transaction, records an AuditEntry
     # in the same transaction, and leaves none of the text readable in the storage afterwards.
+    # The flow is here; each store gives the deletions and the audit row (its primitives below).
 
-    @abstractmethod
     def forget_conversation(self, session_id: str, *, actor: str, now: datetime) -> Forgotten:
         """Forget one conversation (nothing, and no audit entry, when there is none)."""
+        digest = conversation_digest(session_id)
+        return self._forget("forget_conversation", actor, now, lambda tx: [session_id], digest)
 
-    @abstractmethod
     def forget_all(self, *, actor: str, now: datetime) -> Forgotten:
         """Forget every conversation, explicit memory and indexed-file state; the audit log
-        stays."""
+        stays. Recorded even when there was nothing to forget."""
+        with self._transaction() as tx:
+            forgotten = self._delete_conversations(tx, self._conversation_ids(tx))
+            forgotten = replace(forgotten, memories=self._delete_the_rest(tx))
+            self._write_audit(tx, AuditEntry(now, "forget_all", actor, forgotten))
+        self._scrub()
+        return forgotten
 
-    @abstractmethod
     def forget_before(self, before: datetime, *, actor: str, now: datetime) -> Forgotten:
         """Forget every conversation whose last turn is older than `before` (retention)."""
+        return self._forget(
+            "forget_before",
+            actor,
+            now,
+            lambda tx: self._conversation_ids_before(tx, before),
+            before=before,
+        )
 
-    @abstractmethod
+    def _forget(
+        self,
+        action: str,
+        actor: str,
+        now: datetime,
+        chosen: Callable[[Tx], list[str]],
+        conversation: str | None = None,
+        before: datetime | None = None,
+    ) -> Forgotten:
+        """Forget the conversations `chosen` names in the transaction, and record it there when
+        a turn went."""
+        with self._transaction() as tx:
+            forgotten = self._delete_conversations(tx, chosen(tx))
+            if forgotten.turns:
+                entry = AuditEntry(now, action, actor, forgotten, conversation, before)
+                self._write_audit(tx, entry)
+        if forgotten.turns:
+            self._scrub()
+        return forgotten
+
     def audit_log(self) -> list[AuditEntry]:
         """Every forget recorded in this memory, oldest first."""
+        return [
+            AuditEntry(at, action, actor, Forgotten(*counts), conversation, before)
+            for at, action, actor, conversation, before, *counts in self._audit_rows()
+        ]
+
+    @abstractmethod
+    def _transaction(self) -> AbstractContextManager[Tx]:
+        """One transaction: all of it committed when the block ends, none on an exception."""
+
+    @abstractmethod
+    def _conversation_ids(self, tx: Tx) -> list[str]:
+        """Every conversation's id."""
+
+    @abstractmethod
+    def _conversation_ids_before(self, tx: Tx, before: datetime) -> list[str]:
+        """The ids of the conversations whose last turn is older than `before`."""
+
+    @abstractmethod
+    def _delete_conversations(self, tx: Tx, session_ids: list[str]) -> Forgotten:
+        """Delete these conversations, their turns, passages and vectors (and what is kept of
+        them: term counts, saved copies, returned records); how many of each went."""
+
+    @abstractmethod
+    def _delete_the_rest(self, tx: Tx) -> int:
+        """Delete every explicit memory, indexed-file state and the last-written mark; how many
+        memories went."""
+
+    @abstractmethod
+    def _write_audit(self, tx: Tx, entry: AuditEntry) -> None:
+        """Add `entry` to the audit log."""
+
+    @abstractmethod
+    def _audit_rows(self) -> list[tuple]:
+        """The audit log's rows, oldest first: at, action, actor, conversation, before (instants
+        as aware datetimes, to the second), then the counts in Forgotten's order."""
+
+    @abstractmethod
+    def _scrub(self) -> None:
+        """After a forget has committed: clear what the storage still holds of the deleted rows
+        outside them (a write-ahead log), where the store can."""
 
     @abstractmethod
     def status(self) -> Status: ...

@@ -22,7 +22,6 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from datetime import UTC, datetime
 
 import numpy as np
@@ -54,7 +53,6 @@ from ireneo.store.base import (
     Store,
     StoreResult,
     TermStats,
-    conversation_digest,
 )
 from ireneo.store.layout import PassageLayout, PassageRow
 from ireneo.store.rows import blocks, blocks_json, digit_terms, first_words, session_ref
@@ -149,7 +147,7 @@ def storage_errors() -> Iterator[None]:
         raise StorageFull(FULL) from exc
 
 
-class PostgresStore(Store):
+class PostgresStore(Store[psycopg.Cursor]):
     """One user's memory in a shared PostgreSQL database.
 
     `database`: a `postgresql://` URL (the store opens and closes its own pool) or a pool shared
@@ -600,124 +598,82 @@ class PostgresStore(Store):
         )
         return [" ".join(block.text for block in blocks(value)) for (value,) in rows]
 
-    # -- forgetting -------------------------------------------------------------------------------
+    # -- forgetting (the flow is Store's) ----------------------------------------------------------
     # The rows and their index entries go in one transaction; the space they held is reused,
     # and VACUUM (docs/privacy.md) is what scrubs it from the files.
-    def forget_conversation(self, session_id: str, *, actor: str, now: datetime) -> Forgotten:
-        with self._transaction() as cur:
-            forgotten = self._forget_sessions(cur, [session_id])
-            if forgotten.turns:
-                self._audit(
-                    cur, "forget_conversation", actor, now, forgotten, session_id=session_id
-                )
-        return forgotten
+    def _conversation_ids(self, tx: psycopg.Cursor) -> list[str]:
+        rows = tx.execute("SELECT session_id FROM sessions WHERE user_id = %s", (self.user,))
+        return [row[0] for row in rows]
 
-    def forget_all(self, *, actor: str, now: datetime) -> Forgotten:
-        with self._transaction() as cur:
-            sessions = [
-                row[0]
-                for row in cur.execute(
-                    "SELECT session_id FROM sessions WHERE user_id = %s", (self.user,)
-                )
-            ]
-            forgotten = self._forget_sessions(cur, sessions)
-            memories = cur.execute("DELETE FROM memories WHERE user_id = %s", (self.user,)).rowcount
-            cur.execute("DELETE FROM sources WHERE user_id = %s", (self.user,))
-            cur.execute(
-                "DELETE FROM meta WHERE user_id = %s AND key = 'last_written'", (self.user,)
-            )
-            forgotten = replace(forgotten, memories=memories)
-            self._audit(cur, "forget_all", actor, now, forgotten)
-        return forgotten
+    def _conversation_ids_before(self, tx: psycopg.Cursor, before: datetime) -> list[str]:
+        rows = tx.execute(
+            "SELECT session_id FROM turns WHERE user_id = %s GROUP BY session_id "
+            "HAVING max(ts) < %s",
+            (self.user, before),
+        )
+        return [row[0] for row in rows]
 
-    def forget_before(self, before: datetime, *, actor: str, now: datetime) -> Forgotten:
-        with self._transaction() as cur:
-            sessions = [
-                row[0]
-                for row in cur.execute(
-                    "SELECT session_id FROM turns WHERE user_id = %s GROUP BY session_id "
-                    "HAVING max(ts) < %s",
-                    (self.user, before),
-                )
-            ]
-            forgotten = self._forget_sessions(cur, sessions)
-            if forgotten.turns:
-                self._audit(cur, "forget_before", actor, now, forgotten, before=before)
-        return forgotten
+    def _delete_conversations(self, tx: psycopg.Cursor, session_ids: list[str]) -> Forgotten:
+        """Their passages (their terms, counters and saved copies go by trigger), turns (and
+        the record of their being returned) and sessions."""
+        if not session_ids:
+            return Forgotten()
+        vectors, passages = tx.execute(
+            "SELECT count(p.embedding), count(*) FROM passages p JOIN turns t "
+            "ON t.user_id = p.user_id AND t.id = p.turn_id "
+            "WHERE p.user_id = %s AND t.session_id = ANY(%s::text[])",
+            (self.user, session_ids),
+        ).fetchone()  # type: ignore[misc]
+        tx.execute(
+            "DELETE FROM passages p USING turns t WHERE p.user_id = %s AND t.user_id = p.user_id "
+            "AND t.id = p.turn_id AND t.session_id = ANY(%s::text[])",
+            (self.user, session_ids),
+        )
+        turns = tx.execute(
+            "DELETE FROM turns WHERE user_id = %s AND session_id = ANY(%s::text[])",
+            (self.user, session_ids),
+        ).rowcount
+        conversations = tx.execute(
+            "DELETE FROM sessions WHERE user_id = %s AND session_id = ANY(%s::text[])",
+            (self.user, session_ids),
+        ).rowcount
+        return Forgotten(conversations, turns, passages, vectors)
 
-    def audit_log(self) -> list[AuditEntry]:
+    def _delete_the_rest(self, tx: psycopg.Cursor) -> int:
+        memories = tx.execute("DELETE FROM memories WHERE user_id = %s", (self.user,)).rowcount
+        tx.execute("DELETE FROM sources WHERE user_id = %s", (self.user,))
+        tx.execute("DELETE FROM meta WHERE user_id = %s AND key = 'last_written'", (self.user,))
+        return memories
+
+    def _write_audit(self, tx: psycopg.Cursor, entry: AuditEntry) -> None:
+        tx.execute(
+            "INSERT INTO forget_log (user_id, at, action, actor, conversation, before, "
+            "conversations, turns, passages, vectors, memories) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (
+                self.user,
+                entry.at,
+                entry.action,
+                entry.actor,
+                entry.conversation,
+                entry.before,
+                *entry.forgotten.to_dict().values(),
+            ),
+        )
+
+    def _audit_rows(self) -> list[tuple]:
         rows = self._all(
             "SELECT at, action, actor, conversation, before, conversations, turns, passages, "
             "vectors, memories FROM forget_log WHERE user_id = %s ORDER BY id",
             (self.user,),
         )
         return [
-            AuditEntry(
-                _second(at),
-                action,
-                actor,
-                Forgotten(*counts),
-                conversation,
-                _second(before) if before else None,
-            )
-            for at, action, actor, conversation, before, *counts in rows
+            (_second(at), action, actor, conversation, _second(before) if before else None, *n)
+            for at, action, actor, conversation, before, *n in rows
         ]
 
-    def _forget_sessions(self, cur: psycopg.Cursor, session_ids: list[str]) -> Forgotten:
-        """Delete these conversations' passages (their terms and counters go by trigger), turns
-        (and the record of their being returned) and sessions."""
-        if not session_ids:
-            return Forgotten()
-        vectors, passages = cur.execute(
-            "SELECT count(p.embedding), count(*) FROM passages p JOIN turns t "
-            "ON t.user_id = p.user_id AND t.id = p.turn_id "
-            "WHERE p.user_id = %s AND t.session_id = ANY(%s::text[])",
-            (self.user, session_ids),
-        ).fetchone()
-        cur.execute(
-            "DELETE FROM passages p USING turns t WHERE p.user_id = %s AND t.user_id = p.user_id "
-            "AND t.id = p.turn_id AND t.session_id = ANY(%s::text[])",
-            (self.user, session_ids),
-        )
-        turns = cur.execute(
-            "DELETE FROM turns WHERE user_id = %s AND session_id = ANY(%s::text[])",
-            (self.user, session_ids),
-        ).rowcount
-        conversations = cur.execute(
-            "DELETE FROM sessions WHERE user_id = %s AND session_id = ANY(%s::text[])",
-            (self.user, session_ids),
-        ).rowcount
-        return Forgotten(conversations, turns, passages, vectors)
-
-    def _audit(
-        self,
-        cur: psycopg.Cursor,
-        action: str,
-        actor: str,
-        now: datetime,
-        forgotten: Forgotten,
-        *,
-        session_id: str | None = None,
-        before: datetime | None = None,
-    ) -> None:
-        cur.execute(
-            "INSERT INTO forget_log (user_id, at, action, actor, conversation, before, "
-            "conversations, turns, passages, vectors, memories) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                self.user,
-                now,
-                action,
-                actor,
-                conversation_digest(session_id) if session_id is not None else None,
-                before,
-                forgotten.conversations,
-                forgotten.turns,
-                forgotten.passages,
-                forgotten.vectors,
-                forgotten.memories,
-            ),
-        )
+    def _scrub(self) -> None:
+        """Nothing to do at once: VACUUM, run by autovacuum or an operator, scrubs the space."""
 
     def status(self) -> Status:
         with self._transaction() as cur:

@@ -17,7 +17,6 @@ import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -40,7 +39,6 @@ from ireneo.store.base import (
     Store,
     StoreResult,
     TermStats,
-    conversation_digest,
 )
 from ireneo.store.layout import PassageLayout, PassageRow
 from ireneo.store.rows import blocks as _blocks
@@ -264,7 +262,7 @@ MIGRATIONS: list[str] = [
 ]
 
 
-class SQLiteStore(Store):
+class SQLiteStore(Store[sqlite3.Connection]):
     def __init__(self, home: Path):
         home.mkdir(parents=True, exist_ok=True)
         self.path = home / DB_NAME
@@ -322,7 +320,7 @@ class SQLiteStore(Store):
                     "INSERT OR IGNORE INTO meta VALUES ('ref_salt', ?)", (secrets.token_hex(16),)
                 )
 
-    def _transaction(self):
+    def _transaction(self) -> _Transaction:
         return _Transaction(self._db, self._lock)
 
     def _get_meta(self, key: str) -> str | None:
@@ -643,64 +641,75 @@ class SQLiteStore(Store):
             ).fetchall()
         return [" ".join(block.text for block in _blocks(row[0])) for row in rows]
 
-    # -- forgetting -------------------------------------------------------------------------------
-    def forget_conversation(self, session_id: str, *, actor: str, now: datetime) -> Forgotten:
-        with self._transaction() as db:
-            forgotten = _forget_sessions(db, [session_id])
-            if forgotten.turns:
-                _audit(db, "forget_conversation", actor, now, forgotten, session_id=session_id)
-        if forgotten.turns:
-            self._checkpoint()
-        return forgotten
+    # -- forgetting (the flow is Store's) -------------------------------------------------------
+    def _conversation_ids(self, tx: sqlite3.Connection) -> list[str]:
+        return [row[0] for row in tx.execute("SELECT session_id FROM sessions")]
 
-    def forget_all(self, *, actor: str, now: datetime) -> Forgotten:
-        with self._transaction() as db:
-            sessions = [row[0] for row in db.execute("SELECT session_id FROM sessions")]
-            forgotten = _forget_sessions(db, sessions)
-            memories = db.execute("DELETE FROM memories").rowcount
-            db.execute("DELETE FROM sources")
-            db.execute("DELETE FROM meta WHERE key = 'last_written'")
-            forgotten = replace(forgotten, memories=memories)
-            _audit(db, "forget_all", actor, now, forgotten)
-            _optimize_memories_fts(db)
-        self._checkpoint()
-        return forgotten
+    def _conversation_ids_before(self, tx: sqlite3.Connection, before: datetime) -> list[str]:
+        return [
+            row[0]
+            for row in tx.execute(
+                "SELECT session_id FROM turns GROUP BY session_id HAVING max(ts) < ?",
+                (format_ts(before),),
+            )
+        ]
 
-    def forget_before(self, before: datetime, *, actor: str, now: datetime) -> Forgotten:
-        with self._transaction() as db:
-            sessions = [
-                row[0]
-                for row in db.execute(
-                    "SELECT session_id FROM turns GROUP BY session_id HAVING max(ts) < ?",
-                    (format_ts(before),),
-                )
-            ]
-            forgotten = _forget_sessions(db, sessions)
-            if forgotten.turns:
-                _audit(db, "forget_before", actor, now, forgotten, before=before)
-        if forgotten.turns:
-            self._checkpoint()
-        return forgotten
+    def _delete_conversations(self, tx: sqlite3.Connection, session_ids: list[str]) -> Forgotten:
+        """Their vectors, passages (term counts and saved copies go by trigger), turns (and the
+        record of their being returned, by cascade) and sessions."""
+        conversations = turns = passages = vectors = 0
+        passages_of = (
+            "SELECT p.id FROM passages p JOIN turns t ON t.id = p.turn_id WHERE t.session_id = ?"
+        )
+        for session_id in session_ids:
+            vectors += tx.execute(
+                f"DELETE FROM vectors WHERE passage_id IN ({passages_of})", (session_id,)
+            ).rowcount
+            passages += tx.execute(
+                "DELETE FROM passages WHERE turn_id IN (SELECT id FROM turns WHERE session_id = ?)",
+                (session_id,),
+            ).rowcount
+            turns += tx.execute("DELETE FROM turns WHERE session_id = ?", (session_id,)).rowcount
+            conversations += tx.execute(
+                "DELETE FROM sessions WHERE session_id = ?", (session_id,)
+            ).rowcount
+        return Forgotten(conversations, turns, passages, vectors)
 
-    def audit_log(self) -> list[AuditEntry]:
+    def _delete_the_rest(self, tx: sqlite3.Connection) -> int:
+        """Also merges the memories' full-text index into one segment: an FTS5 delete only adds
+        a tombstone, and the deleted terms stay in the older segments until merged away."""
+        memories = tx.execute("DELETE FROM memories").rowcount
+        tx.execute("DELETE FROM sources")
+        tx.execute("DELETE FROM meta WHERE key = 'last_written'")
+        tx.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
+        return memories
+
+    def _write_audit(self, tx: sqlite3.Connection, entry: AuditEntry) -> None:
+        tx.execute(
+            "INSERT INTO forget_log (at, action, actor, conversation, before, conversations, "
+            "turns, passages, vectors, memories) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                format_ts(entry.at),
+                entry.action,
+                entry.actor,
+                entry.conversation,
+                format_ts(entry.before) if entry.before else None,
+                *entry.forgotten.to_dict().values(),
+            ),
+        )
+
+    def _audit_rows(self) -> list[tuple]:
         with self._lock:
             rows = self._db.execute(
                 "SELECT at, action, actor, conversation, before, conversations, turns, passages, "
                 "vectors, memories FROM forget_log ORDER BY id"
             ).fetchall()
         return [
-            AuditEntry(
-                parse_ts(at),
-                action,
-                actor,
-                Forgotten(*counts),
-                conversation,
-                parse_ts(before) if before else None,
-            )
-            for at, action, actor, conversation, before, *counts in rows
+            (parse_ts(at), action, actor, conversation, parse_ts(before) if before else None, *n)
+            for at, action, actor, conversation, before, *n in rows
         ]
 
-    def _checkpoint(self) -> None:
+    def _scrub(self) -> None:
         """Copy the WAL into the database and truncate it: the pages written before the forget
         (which hold the text) leave the -wal file."""
         with self._lock:
@@ -867,55 +876,6 @@ class SQLiteStore(Store):
             ).rowcount
 
 
-def _forget_sessions(db: sqlite3.Connection, session_ids: list[str]) -> Forgotten:
-    """Delete these conversations' turns, passages (their FTS rows go by trigger) and vectors."""
-    conversations = turns = passages = vectors = 0
-    for session_id in session_ids:
-        passages_of = (
-            "SELECT p.id FROM passages p JOIN turns t ON t.id = p.turn_id WHERE t.session_id = ?"
-        )
-        vectors += db.execute(
-            f"DELETE FROM vectors WHERE passage_id IN ({passages_of})", (session_id,)
-        ).rowcount
-        passages += db.execute(
-            "DELETE FROM passages WHERE turn_id IN (SELECT id FROM turns WHERE session_id = ?)",
-            (session_id,),
-        ).rowcount
-        turns += db.execute("DELETE FROM turns WHERE session_id = ?", (session_id,)).rowcount
-        conversations += db.execute(
-            "DELETE FROM sessions WHERE session_id = ?", (session_id,)
-        ).rowcount
-    return Forgotten(conversations, turns, passages, vectors)
-
-
-def _audit(
-    db: sqlite3.Connection,
-    action: str,
-    actor: str,
-    now: datetime,
-    forgotten: Forgotten,
-    *,
-    session_id: str | None = None,
-    before: datetime | None = None,
-) -> None:
-    db.execute(
-        "INSERT INTO forget_log (at, action, actor, conversation, before, conversations, turns, "
-        "passages, vectors, memories) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            format_ts(now),
-            action,
-            actor,
-            conversation_digest(session_id) if session_id is not None else None,
-            format_ts(before) if before else None,
-            forgotten.conversations,
-            forgotten.turns,
-            forgotten.passages,
-            forgotten.vectors,
-            forgotten.memories,
-        ),
-    )
-
-
 def _count_terms(db: sqlite3.Connection, held: Counter[str]) -> None:
     """Add to `term_df` the passages stored that hold each term, and clear `held`: one upsert
     per distinct term of a write, where a trigger per passage took a fifth of storing it."""
@@ -925,12 +885,6 @@ def _count_terms(db: sqlite3.Connection, held: Counter[str]) -> None:
         held.items(),
     )
     held.clear()
-
-
-def _optimize_memories_fts(db: sqlite3.Connection) -> None:
-    """Merge the explicit memories' full-text index into one segment. An FTS5 delete only adds a
-    tombstone; the deleted terms stay in the older segments until they are merged away."""
-    db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
 
 
 class _Transaction:
