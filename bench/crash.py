@@ -12,6 +12,11 @@ then, with the server stopped, every memory is opened and checked: each acknowle
 stored with its text; each conversation holds exactly one of the lengths that were posted (a post
 is stored whole or not at all); dense search of sampled turns finds them (recall by meaning);
 `PRAGMA integrity_check` and the explicit memories' FTS5 index's own integrity check pass.
+
+    python bench/crash.py --kills 50            # the long mode; writes bench/results/crash/
+    python bench/crash.py --kills 5 --users 4   # a quick look
+
+Exit status 1 if anything was lost or corrupt. tests/test_crash_safety.py runs a short mode.
 """
 
 from __future__ import annotations
@@ -367,3 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     report = CrashRun(config, work, log=lambda line: print(line, file=sys.stderr)).run()
     print(save(report, config, args.out).read_text())
     return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

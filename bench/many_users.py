@@ -51,14 +51,12 @@ from pathlib import Path
 import httpx2
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
-sys.path.insert(0, str(REPO))
+from ireneo.benchmark.generate import generate
+from ireneo.benchmark.server_process import INGEST_KEY, ServerProcess
+from ireneo.benchmark.traffic import Conversation, marker, turn_text, user_name
+from ireneo.server.memories import user_key
 
-from ireneo.benchmark.generate import generate  # noqa: E402
-from ireneo.benchmark.server_process import INGEST_KEY, ServerProcess  # noqa: E402
-from ireneo.benchmark.traffic import Conversation, marker, turn_text, user_name  # noqa: E402
-from ireneo.server.memories import user_key  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 TOOL = "recall_my_conversations"
 OUT = REPO / "bench" / "results" / "many-users"
@@ -192,6 +190,7 @@ class Backend:
         self.database = None
         self.baseline_bytes = 0
         if config.store == "postgres":
+            sys.path.insert(0, str(REPO))  # the tests' PostgreSQL cluster, for a script run as a file
             from tests import pg_cluster
 
             missing = pg_cluster.available()

@@ -27,13 +27,10 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parent.parent / "src"
-sys.path.insert(0, str(SRC))
-
-from ireneo import Memory  # noqa: E402
-from ireneo.benchmark.server_process import ServerProcess  # noqa: E402
-from ireneo.formats.gateway import parse_gateway_body  # noqa: E402
-from ireneo.server.memories import user_key  # noqa: E402
+from ireneo import Memory
+from ireneo.benchmark.server_process import ServerProcess
+from ireneo.formats.gateway import parse_gateway_body
+from ireneo.server.memories import user_key
 
 USER = "bench-user"
 SITES = ["North", "South", "East", "West", "Harbour", "Ridge", "Valley", "Delta", "Mesa", "Cove"]

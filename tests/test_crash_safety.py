@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ireneo.benchmark.crash import CrashConfig, CrashRun
+from bench.crash import CrashConfig, CrashRun
+
 from tests import pg_cluster  # a database of its own: the bench's user names are fixed
 
 

@@ -1,5 +1,5 @@
 """A short load run in CI: concurrent ingest and recall, 0 errors, every acknowledged turn
-stored (bench/load.py runs the long mode and reports the figures)."""
+stored (`python -m ireneo.benchmark.load` runs the long mode and reports the figures)."""
 
 from __future__ import annotations
 

@@ -547,3 +547,7 @@ def run_load(config: LoadConfig, out: Path, work: Path | None = None) -> LoadRep
     sys.stderr.write("\n")
     print(save(report, out).read_text())
     return report
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
