@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from ireneo import Memory
+from ireneo.config import Settings, SettingsError
 from ireneo.memories import (
     InvalidMemory,
     Memories,
@@ -94,6 +95,25 @@ def test_facts_that_differ_only_in_identifiers_are_not_merged(memories):
     assert memories.count() == 2
 
 
+def test_near_duplicates_written_at_once_land_as_one_memory_with_every_tag(memories):
+    from concurrent.futures import ThreadPoolExecutor
+
+    memories.store("The K-2 pump is serviced on Mondays.")  # the first write records the model
+    levels = ["low", "medium", "high", "low"]
+    with ThreadPoolExecutor(4) as pool:
+        written = list(
+            pool.map(
+                lambda i: memories.store(RAHUL, tags=[f"t{i}"], importance=levels[i]), range(4)
+            )
+        )
+    assert sum(w.created for w in written) == 1 and len({w.memory_id for w in written}) == 1
+    assert sorted(w.updates for w in written) == [0, 1, 2, 3]
+    record = memories.get(written[0].memory_id)
+    assert sorted(record.tags) == ["t0", "t1", "t2", "t3"] and record.updates == 3
+    assert record.importance_name == "high"
+    assert memories.count() == 2
+
+
 def test_the_dedup_threshold_is_configurable(memory, clock):
     off = Memories(memory, policy=MemoryPolicy(dedup=1.01), now=clock)
     off.store(RAHUL)
@@ -104,10 +124,11 @@ def test_the_dedup_threshold_is_configurable(memory, clock):
     assert loose.count() == 2
 
 
-def test_dedup_reads_the_environment(memory, monkeypatch):
-    monkeypatch.setenv("IRENEO_MEMORY_DEDUP", "1.5")
-    memory.memories.store(RAHUL)
-    assert memory.memories.store(RAHUL).created
+def test_dedup_comes_from_the_memory_settings(home):
+    settings = Settings.from_env({"IRENEO_MEMORY_DEDUP": "1.5"})
+    with Memory(home, settings=settings) as other:
+        other.memories.store(RAHUL)
+        assert other.memories.store(RAHUL).created
 
 
 def test_the_first_memory_records_the_embedding_model(memory, memories):
@@ -312,8 +333,9 @@ def test_the_policy_reads_the_environment():
         "IRENEO_MEMORY_USE_WEIGHT": "0.1",
         "IRENEO_MEMORY_LOW_MAX_AGE_DAYS": "7",
     }
-    assert MemoryPolicy.from_env(env) == MemoryPolicy(0.9, 60.0, (0.8, 1.0, 1.2), 0.1, 7.0)
-    assert MemoryPolicy.from_env({}) == MemoryPolicy()
+    policy = Settings.from_env(env).memory_policy
+    assert policy == MemoryPolicy(0.9, 60.0, (0.8, 1.0, 1.2), 0.1, 7.0)
+    assert Settings.from_env({}).memory_policy == MemoryPolicy()
     assert MemoryPolicy() == MemoryPolicy(0.95, 0.0, (1.0, 1.0, 1.0), 0.0, 30.0)
     for bad in (
         {"IRENEO_MEMORY_DEDUP": "high"},
@@ -321,8 +343,8 @@ def test_the_policy_reads_the_environment():
         {"IRENEO_MEMORY_IMPORTANCE_WEIGHTS": "1,2"},
         {"IRENEO_MEMORY_IMPORTANCE_WEIGHTS": "1,0,1"},
     ):
-        with pytest.raises(ValueError, match=next(iter(bad))):
-            MemoryPolicy.from_env(bad)
+        with pytest.raises(SettingsError, match=next(iter(bad))):
+            Settings.from_env(bad)
 
 
 # -- memories and conversations together ------------------------------------------------------------

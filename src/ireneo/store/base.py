@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import secrets
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -510,12 +511,49 @@ class Store(ABC, Generic[Tx]):
     def memory_write(
         self, draft: MemoryDraft, vector: np.ndarray, model: str, dedup: float, now: datetime
     ) -> MemoryWrite:
-        """Store a memory, in one transaction: if a stored memory's vector (of `model`) has a
-        cosine of at least `dedup` with `vector` and its terms holding digits (numbers,
-        identifiers) are the draft's, the nearest such memory is updated instead (its content,
-        terms and vector replaced, tags united, importance raised to the higher, source replaced
-        when given, `updated_at` set, `updates` counted; `created_at` kept); else a new one is
-        inserted with a new random id."""
+        """Store a memory, in one transaction: the nearest near-duplicate (`near_duplicate`:
+        a cosine of at least `dedup` with `vector`, of `model`, and the same terms holding
+        digits) is updated instead (its content, terms and vector replaced, the rest `merged`,
+        `updated_at` set, `updates` counted; `created_at` kept); else a new one is inserted
+        with a new random id."""
+        with self._transaction() as tx:
+            self._lock_memories(tx)
+            near = near_duplicate(draft, self._memories_near(tx, vector, model, dedup))
+            if near is None:
+                memory_id = "mem-" + secrets.token_hex(6)
+                self._insert_memory(tx, memory_id, draft, vector, model, now)
+                return MemoryWrite(memory_id, True, 0)
+            self._update_memory(tx, near.row, merged(near, draft), vector, model, now)
+            return MemoryWrite(near.memory_id, False, near.updates + 1)
+
+    def _lock_memories(self, tx: Tx) -> None:
+        """Make this transaction the memory's only writer of memories until it ends, so two
+        near-duplicates cannot both land."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no explicit memories")
+
+    def _memories_near(
+        self, tx: Tx, vector: np.ndarray, model: str, at_least: float
+    ) -> list[StoredMemory]:
+        """The memories whose vector of `model` has a cosine of at least `at_least` with
+        `vector`, nearest first (ties by row)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no explicit memories")
+
+    def _insert_memory(
+        self,
+        tx: Tx,
+        memory_id: str,
+        draft: MemoryDraft,
+        vector: np.ndarray,
+        model: str,
+        now: datetime,
+    ) -> None:
+        """A new memory, created and updated `now`, with its vector of `model`."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no explicit memories")
+
+    def _update_memory(
+        self, tx: Tx, row: int, draft: MemoryDraft, vector: np.ndarray, model: str, now: datetime
+    ) -> None:
+        """Memory `row` holds `draft` and `vector` from `now`, one update more."""
         raise NotImplementedError(f"{type(self).__name__} keeps no explicit memories")
 
     def memory_records(self, memory_ids: list[str] | None = None) -> list[MemoryRecord]:
@@ -616,6 +654,48 @@ class MemoryWrite:
     memory_id: str
     created: bool  # False: a near-duplicate was updated
     updates: int
+
+
+@dataclass(frozen=True)
+class StoredMemory:
+    """A stored memory as a write reads it: a near-duplicate the new one may update."""
+
+    row: int  # the store's key of its row
+    memory_id: str
+    terms: str
+    tags: tuple[str, ...]
+    importance: int
+    source: str | None
+    updates: int
+
+
+def digit_terms(terms: str) -> set[str]:
+    """Terms holding digits (numbers, identifiers): what tells two near-identical memories apart.
+
+    Embeddings hardly tell "ticket MT-2056 on EX-388" from "ticket MT-5985 on EX-301" (cosine
+    0.95): a near-duplicate must also have the same such terms.
+    """
+    return {term for term in terms.split() if any(c.isdigit() for c in term)}
+
+
+def near_duplicate(draft: MemoryDraft, nearest: list[StoredMemory]) -> StoredMemory | None:
+    """The first of `nearest` (near enough, nearest first) whose terms holding digits are the
+    draft's, or None: the memory a new one updates instead of being added beside it."""
+    keys = digit_terms(draft.terms)
+    return next((stored for stored in nearest if digit_terms(stored.terms) == keys), None)
+
+
+def merged(stored: StoredMemory, draft: MemoryDraft) -> MemoryDraft:
+    """What a near-duplicate holds once `draft` updates it: the draft's content and terms, the
+    tags of both (the stored ones first), the higher importance, the draft's source if it has
+    one (else the stored one)."""
+    return MemoryDraft(
+        draft.content,
+        draft.terms,
+        tuple(dict.fromkeys([*stored.tags, *draft.tags])),
+        max(stored.importance, draft.importance),
+        draft.source if draft.source is not None else stored.source,
+    )
 
 
 @dataclass(frozen=True)

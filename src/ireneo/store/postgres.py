@@ -46,16 +46,16 @@ from ireneo.store.base import (
     MemoryDraft,
     MemoryFilter,
     MemoryRecord,
-    MemoryWrite,
     PassageDraft,
     SourceState,
     Status,
     Store,
+    StoredMemory,
     StoreResult,
     TermStats,
 )
 from ireneo.store.layout import PassageLayout, PassageRow
-from ireneo.store.rows import blocks, blocks_json, digit_terms, first_words, session_ref
+from ireneo.store.rows import blocks, blocks_json, first_words, session_ref
 from ireneo.store.vectors import VectorIndex
 
 # Set first in every transaction: the user the policies admit, and where the tables are.
@@ -711,71 +711,83 @@ class PostgresStore(Store[psycopg.Cursor]):
         )
 
     # -- explicit memories --------------------------------------------------------------------------
-    def memory_write(
-        self, draft: MemoryDraft, vector: np.ndarray, model: str, dedup: float, now: datetime
-    ) -> MemoryWrite:
-        when, query = _second(now), _vector(vector)
-        with self._transaction() as cur:
-            # One writer of a user's memories at a time, so two near-duplicates cannot both land.
-            cur.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended('ireneo-memories:' || %s, 0))",
-                (self.user,),
-            )
-            keys = digit_terms(draft.terms)
-            near = next(
-                (
-                    row
-                    for row in cur.execute(
-                        "SELECT id, memory_id, terms, updates, tags FROM memories "
-                        "WHERE user_id = %s AND model = %s AND -(embedding <#> %s) >= %s "
-                        "ORDER BY embedding <#> %s, id",
-                        (self.user, model, query, dedup, query),
-                    ).fetchall()
-                    if digit_terms(row[2]) == keys
-                ),
-                None,
-            )
-            if near is not None:
-                rowid, memory_id, _, updates, old_tags = near
-                cur.execute(
-                    "UPDATE memories SET content = %s, terms = %s, tags = %s, "
-                    "importance = greatest(importance, %s), source = coalesce(%s, source), "
-                    "updated_at = %s, updates = updates + 1, model = %s, embedding = %s "
-                    "WHERE user_id = %s AND id = %s",
-                    (
-                        draft.content,
-                        draft.terms,
-                        list(dict.fromkeys([*old_tags, *draft.tags])),
-                        draft.importance,
-                        draft.source,
-                        when,
-                        model,
-                        query,
-                        self.user,
-                        rowid,
-                    ),
-                )
-                return MemoryWrite(memory_id, False, updates + 1)
-            memory_id = "mem-" + secrets.token_hex(6)
-            cur.execute(
-                "INSERT INTO memories (user_id, memory_id, content, terms, tags, importance, "
-                "source, created_at, updated_at, model, embedding) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (
-                    self.user,
-                    memory_id,
-                    draft.content,
-                    draft.terms,
-                    list(draft.tags),
-                    draft.importance,
-                    draft.source,
-                    when,
-                    when,
-                    model,
-                    query,
-                ),
-            )
-            return MemoryWrite(memory_id, True, 0)
+    # (memory_write is Store's: the merge rule once, on these primitives)
+    def _lock_memories(self, tx: psycopg.Cursor) -> None:
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended('ireneo-memories:' || %s, 0))",
+            (self.user,),
+        )
+
+    def _memories_near(
+        self, tx: psycopg.Cursor, vector: np.ndarray, model: str, at_least: float
+    ) -> list[StoredMemory]:
+        query = _vector(vector)
+        rows = tx.execute(
+            "SELECT id, memory_id, terms, tags, importance, source, updates FROM memories "
+            "WHERE user_id = %s AND model = %s AND -(embedding <#> %s) >= %s "
+            "ORDER BY embedding <#> %s, id",
+            (self.user, model, query, at_least, query),
+        ).fetchall()
+        return [
+            StoredMemory(row, memory_id, terms, tuple(tags), importance, source, updates)
+            for row, memory_id, terms, tags, importance, source, updates in rows
+        ]
+
+    def _insert_memory(
+        self,
+        tx: psycopg.Cursor,
+        memory_id: str,
+        draft: MemoryDraft,
+        vector: np.ndarray,
+        model: str,
+        now: datetime,
+    ) -> None:
+        when = _second(now)
+        tx.execute(
+            "INSERT INTO memories (user_id, memory_id, content, terms, tags, importance, "
+            "source, created_at, updated_at, model, embedding) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (
+                self.user,
+                memory_id,
+                draft.content,
+                draft.terms,
+                list(draft.tags),
+                draft.importance,
+                draft.source,
+                when,
+                when,
+                model,
+                _vector(vector),
+            ),
+        )
+
+    def _update_memory(
+        self,
+        tx: psycopg.Cursor,
+        row: int,
+        draft: MemoryDraft,
+        vector: np.ndarray,
+        model: str,
+        now: datetime,
+    ) -> None:
+        tx.execute(
+            "UPDATE memories SET content = %s, terms = %s, tags = %s, importance = %s, "
+            "source = %s, updated_at = %s, updates = updates + 1, model = %s, embedding = %s "
+            "WHERE user_id = %s AND id = %s",
+            (
+                draft.content,
+                draft.terms,
+                list(draft.tags),
+                draft.importance,
+                draft.source,
+                _second(now),
+                model,
+                _vector(vector),
+                self.user,
+                row,
+            ),
+        )
 
     def memory_records(self, memory_ids: list[str] | None = None) -> list[MemoryRecord]:
         if memory_ids is not None and not memory_ids:

@@ -26,12 +26,3 @@ def first_words(blocks_value: str, limit: int = 80) -> str:
 def session_ref(salt: str, session_id: str) -> str:
     """A conversation's short public name: unguessable without the memory's salt."""
     return hashlib.sha256(f"{salt}:{session_id}".encode()).hexdigest()[:12]
-
-
-def digit_terms(terms: str) -> set[str]:
-    """Terms holding digits (numbers, identifiers): what tells two near-identical memories apart.
-
-    Embeddings hardly tell "ticket MT-2056 on EX-388" from "ticket MT-5985 on EX-301" (cosine
-    0.95): a near-duplicate must also have the same such terms.
-    """
-    return {term for term in terms.split() if any(c.isdigit() for c in term)}

@@ -32,18 +32,17 @@ from ireneo.store.base import (
     MemoryDraft,
     MemoryFilter,
     MemoryRecord,
-    MemoryWrite,
     PassageDraft,
     SourceState,
     Status,
     Store,
+    StoredMemory,
     StoreResult,
     TermStats,
 )
 from ireneo.store.layout import PassageLayout, PassageRow
 from ireneo.store.rows import blocks as _blocks
 from ireneo.store.rows import blocks_json as _blocks_json
-from ireneo.store.rows import digit_terms as _digit_terms
 from ireneo.store.rows import first_words as _first_words
 from ireneo.store.rows import session_ref as _ref
 from ireneo.store.vectors import VectorIndex
@@ -728,58 +727,98 @@ class SQLiteStore(Store[sqlite3.Connection]):
         return Status(turns, sessions, passages, embedded, model, disk, last)
 
     # -- explicit memories --------------------------------------------------------------------------
-    def memory_write(
-        self, draft: MemoryDraft, vector: np.ndarray, model: str, dedup: float, now: datetime
-    ) -> MemoryWrite:
-        blob = np.ascontiguousarray(vector, dtype="<f4").tobytes()
+    # (memory_write is Store's: the merge rule once, on these primitives)
+    def _lock_memories(self, tx: sqlite3.Connection) -> None:
+        """Nothing more to do: BEGIN IMMEDIATE already makes the transaction the only writer."""
+
+    def _memories_near(
+        self, tx: sqlite3.Connection, vector: np.ndarray, model: str, at_least: float
+    ) -> list[StoredMemory]:
+        rows = tx.execute(
+            "SELECT memory, vector FROM memory_vectors WHERE model = ?", (model,)
+        ).fetchall()
+        if not rows:
+            return []
+        scores = np.vstack([np.frombuffer(blob, dtype="<f4") for _, blob in rows]) @ vector
+        near = []
+        for i in np.argsort(-scores, kind="stable"):
+            if scores[i] < at_least:
+                break
+            stored = tx.execute(
+                "SELECT memory_id, terms, tags, importance, source, updates FROM memories "
+                "WHERE id = ?",
+                (rows[i][0],),
+            ).fetchone()
+            if stored is not None:
+                memory_id, terms, tags, importance, source, updates = stored
+                near.append(
+                    StoredMemory(
+                        rows[i][0],
+                        memory_id,
+                        terms,
+                        tuple(json.loads(tags)),
+                        importance,
+                        source,
+                        updates,
+                    )
+                )
+        return near
+
+    def _insert_memory(
+        self,
+        tx: sqlite3.Connection,
+        memory_id: str,
+        draft: MemoryDraft,
+        vector: np.ndarray,
+        model: str,
+        now: datetime,
+    ) -> None:
         when = format_ts(now)
-        with self._transaction() as db:
-            near = _near_duplicate(db, vector, model, dedup, draft.terms)
-            if near is not None:
-                row = db.execute(
-                    "SELECT memory_id, tags, importance, source, updates FROM memories WHERE id = ?",
-                    (near[0],),
-                ).fetchone()
-                memory_id, old_tags, importance, source, updates = row
-                tags = tuple(dict.fromkeys([*json.loads(old_tags), *draft.tags]))
-                db.execute(
-                    "UPDATE memories SET content = ?, terms = ?, term_count = ?, tags = ?, "
-                    "importance = ?, source = ?, updated_at = ?, updates = updates + 1 WHERE id = ?",
-                    (
-                        draft.content,
-                        draft.terms,
-                        len(draft.terms.split()),
-                        json.dumps(tags, ensure_ascii=False),
-                        max(importance, draft.importance),
-                        draft.source if draft.source is not None else source,
-                        when,
-                        near[0],
-                    ),
-                )
-                _write_memory_tags(db, near[0], tags)
-                db.execute(
-                    "INSERT OR REPLACE INTO memory_vectors VALUES (?, ?, ?)", (near[0], model, blob)
-                )
-                return MemoryWrite(memory_id, False, updates + 1)
-            memory_id = "mem-" + secrets.token_hex(6)
-            rowid = db.execute(
-                "INSERT INTO memories (memory_id, content, terms, term_count, tags, importance, "
-                "source, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    memory_id,
-                    draft.content,
-                    draft.terms,
-                    len(draft.terms.split()),
-                    json.dumps(draft.tags, ensure_ascii=False),
-                    draft.importance,
-                    draft.source,
-                    when,
-                    when,
-                ),
-            ).lastrowid
-            _write_memory_tags(db, rowid, draft.tags)
-            db.execute("INSERT INTO memory_vectors VALUES (?, ?, ?)", (rowid, model, blob))
-            return MemoryWrite(memory_id, True, 0)
+        rowid = tx.execute(
+            "INSERT INTO memories (memory_id, content, terms, term_count, tags, importance, "
+            "source, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                memory_id,
+                draft.content,
+                draft.terms,
+                len(draft.terms.split()),
+                json.dumps(draft.tags, ensure_ascii=False),
+                draft.importance,
+                draft.source,
+                when,
+                when,
+            ),
+        ).lastrowid
+        _write_memory_tags(tx, rowid, draft.tags)
+        tx.execute("INSERT INTO memory_vectors VALUES (?, ?, ?)", (rowid, model, _blob(vector)))
+
+    def _update_memory(
+        self,
+        tx: sqlite3.Connection,
+        row: int,
+        draft: MemoryDraft,
+        vector: np.ndarray,
+        model: str,
+        now: datetime,
+    ) -> None:
+        tx.execute(
+            "UPDATE memories SET content = ?, terms = ?, term_count = ?, tags = ?, "
+            "importance = ?, source = ?, updated_at = ?, updates = updates + 1 WHERE id = ?",
+            (
+                draft.content,
+                draft.terms,
+                len(draft.terms.split()),
+                json.dumps(draft.tags, ensure_ascii=False),
+                draft.importance,
+                draft.source,
+                format_ts(now),
+                row,
+            ),
+        )
+        _write_memory_tags(tx, row, draft.tags)
+        tx.execute(
+            "INSERT OR REPLACE INTO memory_vectors VALUES (?, ?, ?)", (row, model, _blob(vector))
+        )
 
     def memory_records(self, memory_ids: list[str] | None = None) -> list[MemoryRecord]:
         sql = f"SELECT {_MEMORY_COLUMNS} FROM memories m"
@@ -986,29 +1025,8 @@ def _memory(row: tuple) -> MemoryRecord:
     )
 
 
-def _near_duplicate(
-    db: sqlite3.Connection, vector: np.ndarray, model: str, dedup: float, terms: str
-) -> tuple[int, float] | None:
-    """The stored memory (row id, cosine) nearest to `vector` among those with a cosine of at
-    least `dedup` and the same terms holding digits (numbers, identifiers), or None.
-
-    Embeddings hardly tell "ticket MT-2056 on EX-388" from "ticket MT-5985 on EX-301" (cosine
-    0.95): without the second condition such distinct facts would overwrite each other.
-    """
-    rows = db.execute(
-        "SELECT memory, vector FROM memory_vectors WHERE model = ?", (model,)
-    ).fetchall()
-    if not rows:
-        return None
-    scores = np.vstack([np.frombuffer(blob, dtype="<f4") for _, blob in rows]) @ vector
-    keys = _digit_terms(terms)
-    for i in np.argsort(-scores, kind="stable"):
-        if scores[i] < dedup:
-            break
-        stored = db.execute("SELECT terms FROM memories WHERE id = ?", (rows[i][0],)).fetchone()
-        if stored is not None and _digit_terms(stored[0]) == keys:
-            return rows[i][0], float(scores[i])
-    return None
+def _blob(vector: np.ndarray) -> bytes:
+    return np.ascontiguousarray(vector, dtype="<f4").tobytes()
 
 
 def _write_memory_tags(db: sqlite3.Connection, rowid: int, tags: tuple[str, ...]) -> None:
