@@ -9,7 +9,7 @@ query time (each question alone, as recall does), and the resident memory each m
 it loaded and first embedded (the process's peak is printed too). Prints a markdown table and a
 JSON document. `--models` picks the models (default: every packaged one); `--batched M` adds
 model M run in batches of texts instead of one text per call; `--compare-unfused` adds the
-default model built without ireneo.fuse, and times only the two. `--e5-tokenizers` compares
+default model built without ireneo.embed.fuse, and times only the two. `--e5-tokenizers` compares
 e5-small-q8's SentencePiece tokenizer with a Hugging Face `tokenizers` Unigram holding the same
 pieces, scores and charsmap (what e5-small-q8 used before): each round, one fresh process per
 tokenizer loads the model with it, embeds one query, then tokenizes the turns; medians of its
@@ -34,9 +34,8 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from ireneo import embed
 from ireneo.benchmark.generate import generate
-from ireneo.embed import PACKAGED, Embedder, OnnxEmbedder, load_embedder
+from ireneo.embed import PACKAGED, Embedder, OnnxEmbedder, build, load_embedder, onnx, registry
 
 
 def main() -> None:
@@ -122,9 +121,9 @@ def _rss_mb(field: str) -> float:
 
 
 def _batched(name: str) -> OnnxEmbedder:
-    """An ONNX model (`name`, packaged) run in batches of up to embed._BATCH_TEXTS texts, one
+    """An ONNX model (`name`, packaged) run in batches of up to onnx.BATCH_TEXTS texts, one
     call at a time on every core, instead of one text per call with calls side by side."""
-    factory = {"e5-small-q8": OnnxEmbedder.e5_small_q8, "minilm-l6-v2-q8": OnnxEmbedder.minilm_q8}
+    factory = {"e5-small-q8": registry.e5_small_q8, "minilm-l6-v2-q8": registry.minilm_q8}
     with mock.patch.object(OnnxEmbedder, "__init__", _batched_init):
         model = factory[name]()
     model.name = f"{name} batched"
@@ -135,24 +134,24 @@ _init = OnnxEmbedder.__init__
 
 
 def _batched_init(self: OnnxEmbedder, *args: Any, **kwargs: Any) -> None:
-    kwargs["batch_texts"] = embed._BATCH_TEXTS
+    kwargs["batch_texts"] = onnx.BATCH_TEXTS
     _init(self, *args, **kwargs)
 
 
 def _unfused_minilm_q8() -> OnnxEmbedder:
-    """The default model as ireneo builds it when ireneo.fuse declines a graph: quantized as it
-    comes. It is built into a cache of its own, since both builds share a cache name."""
+    """The default model as ireneo builds it when ireneo.embed.fuse declines a graph: quantized
+    as it comes. It is built into a cache of its own, since both builds share a cache name."""
     with (
         mock.patch.dict(os.environ, {"IRENEO_MODEL_CACHE": tempfile.mkdtemp()}),
-        mock.patch.object(embed, "fuse_layers", lambda *_: False),
+        mock.patch.object(build, "fuse_layers", lambda *_: False),
     ):
-        unfused = OnnxEmbedder.minilm_q8()
+        unfused = registry.minilm_q8()
     unfused.name = "minilm-l6-v2-q8 unfused"
     return unfused
 
 
 def _compare_e5_tokenizers(turns: int, rounds: int) -> None:
-    _, model = embed._e5_files()
+    _, model = build.e5_files()
     hf = Path(tempfile.mkdtemp()) / "tokenizer.json"
     _hugging_face_tokenizer(model).save(str(hf))
     runs: dict[str, list[dict[str, float]]] = {"sentencepiece": [], "tokenizers": []}
@@ -180,14 +179,14 @@ def _compare_e5_tokenizers(turns: int, rounds: int) -> None:
 def _tokenizer_child(path: Path, turns: int) -> None:
     """One process: e5-small-q8 with the tokenizer at `path`, one query, then every turn."""
     texts = [f"passage: {t.text}" for t in generate(max(1, turns // 6)).turns][:turns]
-    graph, _ = embed._e5_files()
+    graph, _ = build.e5_files()
     before = _rss_mb("VmRSS")
     started = time.perf_counter()
-    loaded = embed._tokenizer(path)
+    loaded = onnx.load_tokenizer(path)
     load_s = time.perf_counter() - started
     tokenizer_mb = _rss_mb("VmRSS") - before
     tokenizer = loaded[0]
-    with mock.patch.object(embed, "_tokenizer", lambda _path: loaded):  # no second copy
+    with mock.patch.object(onnx, "load_tokenizer", lambda _path: loaded):  # no second copy
         model = OnnxEmbedder(
             "e5-small-q8", graph, path, 512, query_prefix="query: ", passage_prefix="passage: ",
             batch_texts=1,

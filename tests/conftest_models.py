@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, save_model
 
 from ireneo import embed
 
-MINILM_TOKENIZER = Path(embed.__file__).parent / "resources" / "minilm" / "tokenizer.json"
+MINILM_TOKENIZER = Path(embed.__file__).parents[1] / "resources" / "minilm" / "tokenizer.json"
 
 
 def minilm_dir(root: Path, nested: bool, pooling: str = "mean", source: Path | None = None) -> Path:

