@@ -29,12 +29,9 @@ from ireneo.model import Hit
 from ireneo.workers import usable_cores
 
 NAMES = ("none", "sentences")
-# The fused ranking's best hits a reranker reorders (a recall of k > 8 reorders k). Deeper
-# found nothing more on the benchmark (16 tried: the same hit@1 and hit@3) at twice the cost.
+# The fused ranking's best hits a reranker reorders (a recall of k > 8 reorders k), and the
+# best sentence's share of a hit's score: both chosen on the benchmark (docs/rerank.md).
 DEPTH = 8
-
-# The best sentence's share of a hit's score. Chosen on the benchmark's family A histories
-# (0.1-1.0 tried; from 0.5 up, hit@8 starts to drop) and checked on the held-out family B.
 SENTENCE_WEIGHT = 0.3
 # Sentences embedded per hit at most: a longer text is cut into this many runs of sentences.
 SENTENCES_PER_HIT = 12
