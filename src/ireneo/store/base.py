@@ -358,12 +358,25 @@ class Store(ABC, Generic[Tx]):
     def _saved_data(self, name: str, deletes: int) -> bytes | None:
         """The bytes of the copy saved under `name` at `deletes` deletions, or None."""
 
-    @abstractmethod
     def _write_saved(
         self, name: str, copy: PassageLayout | VectorIndex, deletes: int | None
     ) -> None:
         """Save `copy` under `name` in one transaction, unless a deletion since it was made at
         `deletes` deletions would leave it holding what was deleted."""
+        data = copy.saved()  # held only until written: both at once would raise the peak
+        with self._transaction() as tx:
+            held = self._deletes_held(tx, name)
+            if held is not None and held == deletes:
+                self._put_saved(tx, name, len(copy), deletes, data)
+
+    @abstractmethod
+    def _deletes_held(self, tx: Tx, name: str) -> int | None:
+        """The rows ever deleted of the copy named `name` (None: no count yet), read so that no
+        deletion can commit between this read and the end of the transaction."""
+
+    @abstractmethod
+    def _put_saved(self, tx: Tx, name: str, rows: int, deletes: int, data: memoryview) -> None:
+        """Keep `data` as the copy saved under `name`, replacing any saved before."""
 
     @abstractmethod
     def _drop_saved(self, name: str) -> None:

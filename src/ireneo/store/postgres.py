@@ -54,9 +54,8 @@ from ireneo.store.base import (
     StoreResult,
     TermStats,
 )
-from ireneo.store.layout import PassageLayout, PassageRow
+from ireneo.store.layout import PassageRow
 from ireneo.store.rows import blocks, blocks_json, first_words, session_ref
-from ireneo.store.vectors import VectorIndex
 
 # Set first in every transaction: the user the policies admit, and where the tables are.
 _SCOPE = (
@@ -423,26 +422,25 @@ class PostgresStore(Store[psycopg.Cursor]):
         )
         return row[0] if row else 0
 
-    def _write_saved(
-        self, name: str, copy: PassageLayout | VectorIndex, deletes: int | None
+    def _deletes_held(self, tx: psycopg.Cursor, name: str) -> int | None:
+        """The corpus row locked, as every writer takes it: a deletion running meanwhile either
+        counted itself before this reads the count, or waits for this commit and then drops the
+        copy (the passages_unsaved trigger)."""
+        row = tx.execute(
+            "SELECT passage_deletes, vector_deletes FROM corpus WHERE user_id = %s FOR UPDATE",
+            (self.user,),
+        ).fetchone()
+        return None if row is None else row[0 if name == "layout" else 1]
+
+    def _put_saved(
+        self, tx: psycopg.Cursor, name: str, rows: int, deletes: int, data: memoryview
     ) -> None:
-        data = copy.saved()  # held only until written: both at once would raise the peak
-        with self._transaction() as cur:
-            # The corpus row first, as every writer takes it: a deletion running meanwhile
-            # either counted itself before this reads the count, or waits for this commit and
-            # then drops the copy (the passages_unsaved trigger).
-            row = cur.execute(
-                "SELECT passage_deletes, vector_deletes FROM corpus WHERE user_id = %s FOR UPDATE",
-                (self.user,),
-            ).fetchone()
-            if row is None or row[0 if name == "layout" else 1] != deletes:
-                return
-            cur.execute(
-                "INSERT INTO saved_copies VALUES (%s, %s, %s, %s, %s) "
-                "ON CONFLICT (user_id, name) DO UPDATE "
-                "SET rows = excluded.rows, deletes = excluded.deletes, data = excluded.data",
-                (self.user, name, len(copy), deletes, data),
-            )
+        tx.execute(
+            "INSERT INTO saved_copies VALUES (%s, %s, %s, %s, %s) "
+            "ON CONFLICT (user_id, name) DO UPDATE "
+            "SET rows = excluded.rows, deletes = excluded.deletes, data = excluded.data",
+            (self.user, name, rows, deletes, data),
+        )
 
     def _saved_data(self, name: str, deletes: int) -> bytes | None:
         with self._transaction() as cur:

@@ -40,12 +40,11 @@ from ireneo.store.base import (
     StoreResult,
     TermStats,
 )
-from ireneo.store.layout import PassageLayout, PassageRow
+from ireneo.store.layout import PassageRow
 from ireneo.store.rows import blocks as _blocks
 from ireneo.store.rows import blocks_json as _blocks_json
 from ireneo.store.rows import first_words as _first_words
 from ireneo.store.rows import session_ref as _ref
-from ireneo.store.vectors import VectorIndex
 
 DB_NAME = "memory.db"
 
@@ -504,17 +503,17 @@ class SQLiteStore(Store[sqlite3.Connection]):
             ).fetchone()
         return row[0] if row else 0
 
-    def _write_saved(
-        self, name: str, copy: PassageLayout | VectorIndex, deletes: int | None
-    ) -> None:
+    def _deletes_held(self, tx: sqlite3.Connection, name: str) -> int | None:
+        """BEGIN IMMEDIATE holds off every other writer until the save commits."""
         counters = self._passage_counters if name == "layout" else self._vector_counters
-        data = copy.saved()  # held only until written: both at once would raise the peak
-        with self._transaction() as db:
-            if counters()[1] == deletes:
-                db.execute(
-                    "INSERT OR REPLACE INTO saved_copies VALUES (?, ?, ?, ?)",
-                    (name, len(copy), deletes, data),
-                )
+        return counters()[1]
+
+    def _put_saved(
+        self, tx: sqlite3.Connection, name: str, rows: int, deletes: int, data: memoryview
+    ) -> None:
+        tx.execute(
+            "INSERT OR REPLACE INTO saved_copies VALUES (?, ?, ?, ?)", (name, rows, deletes, data)
+        )
 
     def _saved_data(self, name: str, deletes: int) -> bytes | None:
         with self._lock:
