@@ -628,7 +628,7 @@ def test_a_file_that_is_not_json_is_refused(tmp_path):
 
 
 def test_the_template_files_ship_with_the_package():
-    """Every language and family has its files beside the loader (package data: bench/templates)."""
+    """Every language and family has its files beside the loader (package data: benchmark/templates)."""
     names = {p.name for p in templates.HERE.glob("*.json")}
     assert names == {f"{lang}.json" for lang in LANGS} | {
         f"{lang}-{family}.json" for lang in LANGS for family in FAMILIES

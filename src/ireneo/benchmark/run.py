@@ -197,12 +197,8 @@ def child(
     module: str, args: list[str], env: dict[str, str] | None = None
 ) -> tuple[float, float, str]:
     """Run `python -m module args...` in a child; returns (seconds, its own peak RSS in MB,
-    stdout).
-
-    The peak is the child's VmHWM, which it writes as it exits (`_OWN_PEAK`). wait4's ru_maxrss
-    would not do: Linux gives a child the peak of the process it was forked from, here the bench,
-    which holds a memory and a model by then (a child that peaked at 142 MB showed 553 MB).
-    """
+    stdout). The peak is the child's VmHWM, which it writes as it exits (`_OWN_PEAK`): wait4's
+    ru_maxrss would give it the peak of the bench it was forked from (docs/benchmark.md)."""
     with (
         tempfile.TemporaryFile("w+") as out,
         tempfile.TemporaryFile("w+") as err,
@@ -284,7 +280,7 @@ def _unseen(label: str, steps: int | None) -> Callable[[], None]:
 
 def run(config: Config, stage: Stage = _unseen) -> list[Run]:
     # A model's 8-bit build is made once per machine, by whichever process loads it first: here,
-    # not inside the first index timed (it took that index's peak from ~150 to ~550 MB).
+    # not inside the first index timed, whose peak RSS it would be counted in.
     load_embedder(config.model)
     runs = []
     with tempfile.TemporaryDirectory(prefix="ireneo-bench-") as scratch:
