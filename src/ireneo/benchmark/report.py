@@ -6,7 +6,7 @@ from pathlib import Path
 
 METHOD_ORDER = ("ireneo", "funes_rrf", "bm25", "dense")
 WARM_TARGET_MS = 10  # warm recall p50 at 10,000 conversations (README, "The benchmark")
-FUNES_RECALL_MS = 200  # a whole recall of the reference, funes, on 4 CPUs (the 000 seed)
+FUNES_RECALL_MS = 200  # a whole recall of the reference, funes, on 4 CPUs
 PERF_COLUMNS = [
     ("index_s", "index s", "{:.1f}"),
     ("turns_per_s", "turns/s", "{:.0f}"),
