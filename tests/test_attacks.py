@@ -153,7 +153,7 @@ def test_tags_past_the_bound_are_refused_before_a_slot_is_taken(tmp_path):
             assert answer == NOT_STORED.format(reason="tags: at most 20 tags")
             answer = session.text("search_memories", query="fact", tags=tags)
             assert answer == "No search: tags: at most 20 tags."
-            assert srv.state.recaller.peak == 0  # refused before any slot was taken
+            assert srv.state.calls.peak == 0  # refused before any slot was taken
             assert not srv.memory_dir("alice").exists()
         finally:
             session.close()

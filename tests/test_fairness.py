@@ -53,7 +53,7 @@ def test_one_users_flood_of_slow_calls_leaves_another_users_recall_answering(tmp
         assert srv.post(conversation("c-v", [victim_turn], user="vic")).status_code == 202
         with srv.state.registry.lease(user_key("hog"), create=False) as memory:
             ref = memory.session_ref("c-long")
-        slots = srv.state.recaller._slots
+        slots = srv.state.calls.slots
         hog_key = user_key("hog")
         floods = 12
         most_held = [0]
@@ -107,7 +107,7 @@ def test_a_user_with_too_many_calls_waiting_is_told_so(tmp_path):
         assert srv.post(long_conversation("hog", "c-long", LONG_TURNS)).status_code == 202
         with srv.state.registry.lease(user_key("hog"), create=False) as memory:
             ref = memory.session_ref("c-long")
-        slots = srv.state.recaller._slots
+        slots = srv.state.calls.slots
         excess = 20
         calls = slots.per_user + slots.waiting + excess  # 1 running, 8 waiting, the rest refused
 
@@ -235,6 +235,6 @@ def test_an_unavailable_answer_is_still_the_sentence_past_the_deadline(tmp_path)
 
         texts = asyncio.run(run())
         assert UNAVAILABLE in texts
-        wait_for(lambda: srv.state.recaller.active == 0, timeout=120)
+        wait_for(lambda: srv.state.calls.active == 0, timeout=120)
     finally:
         srv.close()

@@ -110,9 +110,9 @@ def test_a_recall_flood_gets_answers_or_the_fail_soft_sentence_and_recovers(tmp_
         # one running, four waiting (FairSlots' queue for one user), the rest told at once
         assert all("PR-9" in a or a in (UNAVAILABLE, BUSY) for a in answers)
         assert BUSY in answers and any("PR-9" in a for a in answers)
-        assert recaller.peak == 1
+        assert srv.state.calls.peak == 1
         recaller._recall_sync = real
-        wait_for(lambda: recaller.active == 0)
+        wait_for(lambda: srv.state.calls.active == 0)
         assert "PR-9" in srv.recall("rick", "PR-9")
     finally:
         srv.close()

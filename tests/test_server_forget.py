@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from fastmcp import Client
 
-from ireneo.server.app import _loggable_path
+from ireneo.server.logs import loggable_path as _loggable_path
 from ireneo.server.memories import user_key
 from ireneo.server.tools import NO_MEMORY
 from ireneo.store.base import conversation_digest

@@ -39,6 +39,7 @@ from ireneo.embed import load_embedder
 from ireneo.memory import Memory
 from ireneo.model import Block, Hit, Turn
 from ireneo.render import render_hit
+from ireneo.server.limits import Limits
 from ireneo.server.tools import NO_MEMORY, NOTHING_RELEVANT, Recaller, recall_answer
 from ireneo.server.tools import UNAVAILABLE as UNAVAILABLE_ANSWER
 
@@ -344,9 +345,7 @@ def tool_answers(memory: Memory, queries: list[str]) -> list[str]:
     with: HIT (a passage), NOTHING ("nothing relevant") or UNAVAILABLE (its failure sentence).
     Its timeout is lifted to a minute: this measures relevance, and a busy machine's first
     Korean query (loading the morpheme analyser) can take the server's 10 s."""
-    recaller = Recaller(
-        k=K, max_chars=MAX_CHARS, max_query_chars=Settings.max_query_chars, timeout=60.0
-    )
+    recaller = Recaller(Limits.from_settings(Settings()).with_(recall_timeout=60.0))
     lease = lambda: nullcontext(memory)  # noqa: E731 - the caller's memory, as the server leases it
 
     async def ask() -> list[str]:

@@ -1,15 +1,10 @@
-"""The HTTP server: `POST /turns`, `/mcp` (bearer JWT), `GET /health`, and the chat loop's
-`POST /chat` and `GET /memories/{customer_id}` (ireneo.server.chat); `GET /openapi.json`
-describes the plain HTTP routes (resources/openapi.json).
+"""The HTTP server as one ASGI app: FastMCP's `/mcp` (bearer JWT) beside plain routes.
 
-`create_app(settings)` builds the ASGI app; `ireneo serve` runs it under uvicorn. The server
-keeps no state beyond the memories on disk: open memories, index tasks and recall slots are
-caches and limits, rebuilt on start (users with turns still waiting for vectors are indexed
-again on start). A periodic job removes expired low-importance memories
-(`IRENEO_MEMORY_EXPIRY_INTERVAL` seconds apart; the first run one interval after start), and,
-with `IRENEO_RETENTION_DAYS` set, another forgets conversations older than that
-(`IRENEO_RETENTION_INTERVAL`). `DELETE /conversations/{user}/{conversation_id}` and
-`DELETE /users/{user}` forget (ireneo.server.forget).
+`create_app(settings)` builds the state (`build_state`), the background jobs (`lifespan`), the
+plain routes (`routes`) and the middleware (`middleware`); `ireneo serve` runs the app under
+uvicorn. The server keeps no state beyond the memories on disk: open memories, index tasks and
+tool slots are caches and limits, rebuilt on start (users with turns still waiting for vectors
+are indexed again on start). docs/architecture.md says where a new route or tool goes.
 """
 
 from __future__ import annotations
@@ -19,9 +14,8 @@ import functools
 import json
 import logging
 import os
-import time
-from collections.abc import Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
@@ -33,26 +27,33 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.routing import Route
 
 from ireneo import privacy
 from ireneo.config import Settings
 from ireneo.embed import DEFAULT_MODEL, load_embedder
 from ireneo.extras import MissingExtra
-from ireneo.memories import Memories, MemoryPolicy, utc_now
-from ireneo.server.auth import build_verifier, caller_user
+from ireneo.memories import utc_now
+from ireneo.server.auth import IreneoJWTVerifier, build_verifier, caller_user
 from ireneo.server.chat import ChatRoutes
 from ireneo.server.deadlines import BodyDeadline, read_deadline_protocol
+from ireneo.server.expiry import MemoryExpiry
 from ireneo.server.forget import AUDIT_FILE, AuditFile, ForgetRoutes, Forgetter, Retention
 from ireneo.server.indexer import Indexer
 from ireneo.server.ingest import IngestRoute
 from ireneo.server.inspect import Inspector
-from ireneo.server.limits import BodyLimit
-from ireneo.server.logs import log_event
+from ireneo.server.limits import BodyLimit, Limits
+from ireneo.server.logs import RequestLog, log_event
 from ireneo.server.memories import MemoryRegistry, user_key
-from ireneo.server.periodic import every
 from ireneo.server.returned import RETURNED
-from ireneo.server.tools import MemoryLease, MemoryTools, Recaller, register_tools
+from ireneo.server.tools import (
+    Caller,
+    MemoryLease,
+    MemoryTools,
+    Recaller,
+    ToolCalls,
+    register_tools,
+)
 from ireneo.server.verified import remember_verified
 
 if TYPE_CHECKING:
@@ -69,6 +70,8 @@ INSTRUCTIONS = (
     "and find them again with search_memories."
 )
 
+Clock = Callable[[], datetime]
+
 
 class ConfigError(ValueError):
     """Settings the server refuses to start with; the message lists every problem."""
@@ -76,78 +79,28 @@ class ConfigError(ValueError):
 
 @dataclass
 class ServerState:
-    """What one running server holds; `app.state.ireneo` (tests read its counters)."""
+    """What one running server holds (`app.state.ireneo`): built by `build_state`, started and
+    closed by `lifespan`, served by `routes` and the MCP tools."""
 
     settings: Settings
+    limits: Limits
+    pool: ConnectionPool | None  # PostgreSQL's, shared by every memory; None on SQLite
     registry: MemoryRegistry
     indexer: Indexer | SharedIndexer
+    verifier: IreneoJWTVerifier
+    calls: ToolCalls  # every tool call's slots and deadline
     recaller: Recaller
-    mcp: FastMCP
-    chat: ChatRoutes | None = None
-    expiry: MemoryExpiry | None = None
-    memory_tools: MemoryTools | None = None
-    forgetter: Forgetter | None = None
-    retention: Retention | None = None
-    ingest: IngestRoute | None = None
+    memory_tools: MemoryTools
+    expiry: MemoryExpiry
+    forgetter: Forgetter
+    retention: Retention
+    ingest: IngestRoute
+    forget: ForgetRoutes
+    inspector: Inspector
+    chat: ChatRoutes
 
 
-class MemoryExpiry:
-    """The periodic job that removes expired low-importance memories of every user."""
-
-    def __init__(
-        self,
-        registry: MemoryRegistry,
-        policy: MemoryPolicy,
-        clock: Callable[[], datetime],
-        interval: float,
-    ):
-        self.registry = registry
-        self.policy = policy
-        self.clock = clock
-        self.interval = interval
-        self.runs = 0
-        self.removed = 0
-
-    def run_once(self) -> int:
-        """One pass over every user's memory (blocking: call it in a worker thread)."""
-        removed = users = 0
-        for key in self.registry.keys_on_disk():
-            try:
-                with self.registry.lease(key, create=False) as memory:
-                    if memory is None:
-                        continue
-                    count = Memories(memory, policy=self.policy, now=self.clock).expire()
-            except Exception as exc:
-                log_event(
-                    log,
-                    "memory_expiry",
-                    level=logging.ERROR,
-                    user_key=key,
-                    error=type(exc).__name__,
-                )
-                continue
-            removed += count
-            users += bool(count)
-        self.runs += 1
-        self.removed += removed
-        log_event(log, "memory_expiry", users=users, removed=removed)
-        return removed
-
-    async def run_forever(self) -> None:
-        await every(self.interval, self.run_once, "memory_expiry", log)
-
-
-def recaller_for(settings: Settings) -> Recaller:
-    return Recaller(
-        k=settings.recall_k,
-        max_chars=settings.max_result_chars,
-        max_query_chars=settings.max_query_chars,
-        concurrency=settings.recall_concurrency,
-        timeout=settings.recall_timeout,
-    )
-
-
-def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = None) -> Starlette:
+def create_app(settings: Settings, *, clock: Clock | None = None) -> Starlette:
     """The server as an ASGI app. Raises ConfigError when the settings are not safe to serve.
 
     `clock` (default: the UTC time now) dates memories and the exchanges `/chat` retains, and
@@ -156,7 +109,30 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
     problems = settings.problems()
     if problems:
         raise ConfigError("; ".join(problems))
+    state = build_state(settings, clock or utc_now)
+    mcp = FastMCP(
+        "ireneo", instructions=INSTRUCTIONS, auth=state.verifier, lifespan=lifespan(state)
+    )
+    register_tools(
+        mcp,
+        state.recaller,
+        token_caller(state.registry, create=False),
+        memory_tools=state.memory_tools if settings.memory_tools else None,
+        writer=token_caller(state.registry, create=True),
+    )
+    for route in routes(state):
+        methods = sorted(route.methods or ())
+        mcp.custom_route(route.path, methods=methods, include_in_schema=False)(route.endpoint)
+    app = mcp.http_app(
+        path="/mcp", stateless_http=True, json_response=True, middleware=middleware(state.limits)
+    )
+    app.state.ireneo = state
+    return app
 
+
+def build_state(settings: Settings, clock: Clock) -> ServerState:
+    """Every part of the server, each given its settings here and nowhere else."""
+    limits = Limits.from_settings(settings)
     pool = _database(settings)
     registry = MemoryRegistry(
         settings.users_dir,
@@ -166,178 +142,151 @@ def create_app(settings: Settings, *, clock: Callable[[], datetime] | None = Non
         rerank=settings.rerank,
         database=pool,
     )
-    indexer: Indexer | SharedIndexer
-    if pool is not None:
-        from ireneo.server.shared_indexer import SharedIndexer  # PostgreSQL's: an extra
-
-        indexer = SharedIndexer(
-            registry,
-            pool,
-            debounce=settings.index_debounce,
-            concurrency=settings.index_concurrency,
-        )
-    else:
-        indexer = Indexer(
-            registry, debounce=settings.index_debounce, concurrency=settings.index_concurrency
-        )
-    recaller = recaller_for(settings)
-    clock = clock or utc_now
-    expiry = MemoryExpiry(registry, settings.memory_policy, clock, settings.memory_expiry_interval)
+    indexer = _indexer(settings, registry, pool)
+    calls = ToolCalls(limits)
+    recaller = Recaller(limits, calls=calls)
     forgetter = Forgetter(registry, AuditFile(settings.home / AUDIT_FILE), clock)
-    retention = Retention(forgetter, settings.retention_days, settings.retention_interval)
+    verifier = remember_verified(build_verifier(settings))  # ireneo.server.verified
+    policy = settings.memory_policy
+    return ServerState(
+        settings=settings,
+        limits=limits,
+        pool=pool,
+        registry=registry,
+        indexer=indexer,
+        verifier=verifier,
+        calls=calls,
+        recaller=recaller,
+        memory_tools=MemoryTools(calls, policy=policy, clock=clock),
+        expiry=MemoryExpiry(registry, policy, clock, settings.memory_expiry_interval),
+        forgetter=forgetter,
+        retention=Retention(forgetter, settings.retention_days, settings.retention_interval),
+        ingest=IngestRoute(
+            registry=registry,
+            indexer=indexer,
+            ingest_key=settings.ingest_key,
+            max_body_bytes=limits.max_body_bytes,
+            concurrency=settings.ingest_concurrency,
+            queue=settings.ingest_queue,
+            read_timeout=limits.read_timeout,
+        ),
+        forget=ForgetRoutes(forgetter, settings.ingest_key),
+        inspector=Inspector(
+            registry=registry,
+            forgetter=forgetter,
+            verifier=verifier,
+            admin_key=settings.admin_key,
+            recall_k=limits.recall_k,
+        ),
+        chat=ChatRoutes(
+            settings=settings, registry=registry, indexer=indexer, recaller=recaller, clock=clock
+        ),
+    )
+
+
+def routes(state: ServerState) -> list[Route]:
+    """The plain HTTP routes beside `/mcp`; resources/openapi.json describes them."""
+    forget, inspector, chat = state.forget, state.inspector, state.chat
+    return [
+        Route("/turns", state.ingest.__call__, methods=["POST"]),
+        Route("/conversations/{user}/{conversation_id}", forget.conversation, methods=["DELETE"]),
+        Route("/users/{user}", forget.user, methods=["DELETE"]),
+        Route("/inspect", inspector.home, methods=["GET"]),
+        Route("/inspect/sign-in", inspector.sign_in, methods=["POST"]),
+        Route("/inspect/sign-out", inspector.sign_out, methods=["POST"]),
+        Route("/inspect/search", inspector.search, methods=["GET"]),
+        Route("/inspect/c/{ref}", inspector.conversation, methods=["GET"]),
+        Route("/inspect/forget", inspector.forget, methods=["POST"]),
+        Route("/chat", chat.chat, methods=["POST"]),
+        Route("/memories/{customer_id:path}", chat.audit, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/health", functools.partial(health, state), methods=["GET"]),
+    ]
+
+
+def middleware(limits: Limits) -> list[Middleware]:
+    """Around every request, outermost first: its log line, the body's read deadline (408),
+    the cap on `/mcp` bodies (413)."""
+    return [
+        Middleware(RequestLog),
+        Middleware(BodyDeadline, timeout=limits.read_timeout),
+        Middleware(BodyLimit, path="/mcp", limit=limits.max_mcp_body_bytes),
+    ]
+
+
+def lifespan(state: ServerState) -> Callable[[FastMCP], AbstractAsyncContextManager[dict]]:
+    """The server's life: the background jobs start with it (the model's warm-up, indexing
+    what is left, memory expiry, retention) and stop with it, then everything is closed."""
 
     @asynccontextmanager
-    async def lifespan(server: FastMCP):
-        if pool is None:
+    async def run(server: FastMCP) -> AsyncIterator[dict]:
+        settings = state.settings
+        if state.pool is None:
             settings.users_dir.mkdir(parents=True, exist_ok=True)
-        warm_up = asyncio.get_running_loop().create_task(_warm_up(settings.model))
-        catch_up = asyncio.get_running_loop().create_task(indexer.catch_up())
-        expiring = asyncio.get_running_loop().create_task(expiry.run_forever())
-        retaining = asyncio.get_running_loop().create_task(retention.run_forever())
+        loop = asyncio.get_running_loop()
+        jobs = [
+            loop.create_task(job)
+            for job in (
+                _warm_up(settings.model, redact=settings.redact),
+                state.indexer.catch_up(),
+                state.expiry.run_forever(),
+                state.retention.run_forever(),
+            )
+        ]
         log_event(
             log,
             "server_start",
             dev=settings.dev,
             auth=settings.jwt_algorithm,
-            store="postgresql" if pool is not None else "sqlite",
+            store="postgresql" if state.pool is not None else "sqlite",
         )
         try:
             yield {}
         finally:
-            warm_up.cancel()
-            catch_up.cancel()
-            expiring.cancel()
-            retaining.cancel()
-            await indexer.stop()
-            await asyncio.to_thread(RETURNED.wait_idle, 5.0)  # the tools' last records
-            await asyncio.to_thread(registry.close_all)
-            if pool is not None:
-                await asyncio.to_thread(pool.close)
-            log_event(log, "server_stop", index_runs=sum(indexer.runs.values()))
+            for job in jobs:
+                job.cancel()
+            await _close(state)
 
-    verifier = remember_verified(build_verifier(settings))  # ireneo.server.verified
-    mcp = FastMCP(
-        "ireneo",
-        instructions=INSTRUCTIONS,
-        auth=verifier,
-        lifespan=lifespan,
-    )
+    return run
+
+
+async def _close(state: ServerState) -> None:
+    await state.indexer.stop()
+    await asyncio.to_thread(RETURNED.wait_idle, 5.0)  # the tools' last records
+    await asyncio.to_thread(state.registry.close_all)
+    if state.pool is not None:
+        await asyncio.to_thread(state.pool.close)
+    log_event(log, "server_stop", index_runs=sum(state.indexer.runs.values()))
+
+
+def token_caller(registry: MemoryRegistry, *, create: bool) -> Caller:
+    """The MCP caller: the bearer token's user, with a lease on their memory (`create`: one
+    that makes it, for store_memory); None when the token names no user."""
 
     def caller() -> tuple[str, MemoryLease] | None:
         user = caller_user(get_access_token())
         if user is None:
             return None
         key = user_key(user)
-        return key, lambda: registry.lease(key, create=False)
+        return key, functools.partial(registry.lease, key, create=create)
 
-    def writer() -> tuple[str, MemoryLease] | None:
-        """The caller, with a lease that creates their memory (store_memory)."""
-        user = caller_user(get_access_token())
-        if user is None:
-            return None
-        key = user_key(user)
-        return key, lambda: registry.lease(key, create=True)
+    return caller
 
-    memory_tools = MemoryTools(recaller, policy=settings.memory_policy, clock=clock)
-    register_tools(
-        mcp,
-        recaller,
-        caller,
-        memory_tools=memory_tools if settings.memory_tools else None,
-        writer=writer,
+
+async def health(state: ServerState, request: Request) -> JSONResponse:
+    """`GET /health`: 200 when memories can be opened and written, else 503."""
+    if state.pool is not None:
+        ready = await asyncio.to_thread(_database_ready, state.pool)
+    else:
+        ready = _home_ready(state.settings)
+    return JSONResponse(
+        {"status": "ok" if ready else "unavailable", "indexing": state.indexer.busy()},
+        status_code=200 if ready else 503,
     )
 
-    ingest = IngestRoute(
-        registry=registry,
-        indexer=indexer,
-        ingest_key=settings.ingest_key,
-        max_body_bytes=settings.max_body_bytes,
-        concurrency=settings.ingest_concurrency,
-        queue=settings.ingest_queue,
-        read_timeout=settings.read_timeout,
-    )
 
-    @mcp.custom_route("/turns", methods=["POST"], include_in_schema=False)
-    async def turns(request: Request) -> JSONResponse:
-        return await ingest(request)
-
-    forget = ForgetRoutes(forgetter, settings.ingest_key)
-
-    @mcp.custom_route(
-        "/conversations/{user}/{conversation_id}", methods=["DELETE"], include_in_schema=False
-    )
-    async def forget_conversation(request: Request) -> JSONResponse:
-        return await forget.conversation(request)
-
-    @mcp.custom_route("/users/{user}", methods=["DELETE"], include_in_schema=False)
-    async def forget_user(request: Request) -> JSONResponse:
-        return await forget.user(request)
-
-    inspector = Inspector(
-        registry=registry,
-        forgetter=forgetter,
-        verifier=verifier,
-        admin_key=settings.admin_key,
-        recall_k=settings.recall_k,
-    )
-    for path, methods, handler in (
-        ("/inspect", ["GET"], inspector.home),
-        ("/inspect/sign-in", ["POST"], inspector.sign_in),
-        ("/inspect/sign-out", ["POST"], inspector.sign_out),
-        ("/inspect/search", ["GET"], inspector.search),
-        ("/inspect/c/{ref}", ["GET"], inspector.conversation),
-        ("/inspect/forget", ["POST"], inspector.forget),
-    ):
-        mcp.custom_route(path, methods=methods, include_in_schema=False)(handler)
-
-    chat = ChatRoutes(
-        settings=settings, registry=registry, indexer=indexer, recaller=recaller, clock=clock
-    )
-
-    @mcp.custom_route("/chat", methods=["POST"], include_in_schema=False)
-    async def chat_route(request: Request) -> JSONResponse:
-        return await chat.chat(request)
-
-    @mcp.custom_route("/memories/{customer_id:path}", methods=["GET"], include_in_schema=False)
-    async def audit_route(request: Request) -> JSONResponse:
-        return await chat.audit(request)
-
-    @mcp.custom_route("/openapi.json", methods=["GET"], include_in_schema=False)
-    async def openapi(request: Request) -> JSONResponse:
-        return JSONResponse(_openapi())
-
-    @mcp.custom_route("/health", methods=["GET"], include_in_schema=False)
-    async def health(request: Request) -> JSONResponse:
-        ready = await asyncio.to_thread(_database_ready, pool) if pool else _home_ready(settings)
-        return JSONResponse(
-            {"status": "ok" if ready else "unavailable", "indexing": indexer.busy()},
-            status_code=200 if ready else 503,
-        )
-
-    app = mcp.http_app(
-        path="/mcp",
-        stateless_http=True,
-        json_response=True,
-        middleware=[
-            Middleware(RequestLog),
-            Middleware(BodyDeadline, timeout=settings.read_timeout),
-            Middleware(BodyLimit, path="/mcp", limit=settings.max_mcp_body_bytes),
-        ],
-    )
-    app.state.ireneo = ServerState(
-        settings,
-        registry,
-        indexer,
-        recaller,
-        mcp,
-        chat,
-        expiry,
-        memory_tools,
-        forgetter,
-        retention,
-        ingest,
-    )
-    return app
+async def openapi(request: Request) -> JSONResponse:
+    return JSONResponse(_openapi())
 
 
 def uvicorn_options(settings: Settings) -> dict:
@@ -351,12 +300,26 @@ def uvicorn_options(settings: Settings) -> dict:
     }
 
 
-async def _warm_up(name: str | None) -> None:
-    """Load at start what the first post would otherwise wait for: the secret detectors (~0.2 s)
-    and the embedding model. An operator learns at once, in one log line, that the model cannot
-    load (recall then answers with the fail-soft sentence and ingest with 503 until it can: each
+def _indexer(
+    settings: Settings, registry: MemoryRegistry, pool: ConnectionPool | None
+) -> Indexer | SharedIndexer:
+    if pool is None:
+        return Indexer(
+            registry, debounce=settings.index_debounce, concurrency=settings.index_concurrency
+        )
+    from ireneo.server.shared_indexer import SharedIndexer  # PostgreSQL's: an extra
+
+    return SharedIndexer(
+        registry, pool, debounce=settings.index_debounce, concurrency=settings.index_concurrency
+    )
+
+
+async def _warm_up(name: str | None, *, redact: bool = True) -> None:
+    """Load at start what the first post would otherwise wait for: the secret detectors and the
+    embedding model. An operator learns at once, in one log line, that the model cannot load
+    (recall then answers with the fail-soft sentence and ingest with 503 until it can: each
     request tries again)."""
-    if privacy.enabled_by_default():
+    if redact:
         await asyncio.to_thread(privacy.load_detectors)
     try:
         embedder = await asyncio.to_thread(load_embedder, name)
@@ -381,7 +344,7 @@ def _openapi() -> dict:
 
 def _database(settings: Settings) -> ConnectionPool | None:
     """The pool every memory shares when the server runs on PostgreSQL (upgrading the schema
-    first when IRENEO_DB_UPGRADE asks, as the owner when IRENEO_DATABASE_OWNER_URL is given)."""
+    first when the settings ask, as the owner when an owner URL is given)."""
     if not settings.database_url:
         return None
     try:
@@ -416,47 +379,3 @@ def _home_ready(settings: Settings) -> bool:
     except OSError:
         return False
     return settings.users_dir.is_dir() and os.access(settings.users_dir, os.W_OK | os.X_OK)
-
-
-class RequestLog:
-    """One `request` log line per HTTP request: method, path, status, duration; no query string."""
-
-    def __init__(self, app: ASGIApp):
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.monotonic()
-        status = 500
-
-        async def send_status(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_status)
-        finally:
-            log_event(
-                log,
-                "request",
-                method=scope.get("method"),
-                path=_loggable_path(scope.get("path")),
-                status=status,
-                ms=round((time.monotonic() - started) * 1000, 1),
-            )
-
-
-def _loggable_path(path: str | None) -> str | None:
-    """The path, without the user or customer ids that some routes carry."""
-    for prefix, template in (
-        ("/memories/", "/memories/{customer_id}"),
-        ("/conversations/", "/conversations/{user}/{conversation_id}"),
-        ("/users/", "/users/{user}"),
-    ):
-        if path and path.startswith(prefix):
-            return template
-    return path

@@ -230,7 +230,7 @@ class ChatRoutes:
     async def _recall(self, scope: CustomerScope, message: str) -> tuple[Recalled, str]:
         """What the customer's memory holds about the message; nothing (and why) on failure."""
         try:
-            recalled = await self.recaller._bounded(
+            recalled = await self.recaller.calls.run(
                 functools.partial(self._recall_sync, scope, message), scope.key
             )
         except TimeoutError:

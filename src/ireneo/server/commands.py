@@ -79,15 +79,12 @@ def mcp(home: Path | None) -> None:
     """Serve one memory over MCP on stdio, for a desktop client (no auth: your own memory)."""
     import asyncio
 
-    from ireneo.server.app import recaller_for
     from ireneo.server.logs import configure_logging
     from ireneo.server.stdio import create_stdio_server
 
     settings = _settings(home=home)
     configure_logging(logging.WARNING)  # stderr only: stdout carries the protocol
-    server = create_stdio_server(
-        settings.home, recaller_for(settings), model=settings.model, rerank=settings.rerank
-    )
+    server = create_stdio_server(settings)
     asyncio.run(server.run_stdio_async(show_banner=False))
 
 

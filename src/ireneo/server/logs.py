@@ -7,7 +7,7 @@ The HTTP server's access log is dropped as soon as the server's code is loaded: 
 the raw path and query (`GET /memories/victor%40example.com`). uvicorn's `access_log=False`
 is not enough: some versions decide per connection from whether the `uvicorn.access` logger
 has any handler, and any logging setup may give it one. A filter on that logger drops its
-records whatever handlers it has; the server logs each request itself (`request`, with the
+records whatever handlers it has; the server logs each request itself (`RequestLog`: the
 route's template, never the path it was called with).
 """
 
@@ -18,6 +18,8 @@ import logging
 import sys
 import time
 from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 ACCESS_LOGGER = "uvicorn.access"
 
@@ -94,3 +96,51 @@ def configure_logging(level: int = logging.INFO) -> None:
             lib.removeHandler(old)
         lib.propagate = True
     silence_access_log()
+
+
+class RequestLog:
+    """ASGI middleware: one `request` log line per HTTP request (method, the route's template,
+    status, duration), never the path's ids nor the query string."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.monotonic()
+        status = 500
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            log_event(
+                _server_log,
+                "request",
+                method=scope.get("method"),
+                path=loggable_path(scope.get("path")),
+                status=status,
+                ms=round((time.monotonic() - started) * 1000, 1),
+            )
+
+
+_server_log = logging.getLogger("ireneo.server")
+
+
+def loggable_path(path: str | None) -> str | None:
+    """The path, without the user or customer ids that some routes carry."""
+    for prefix, template in (
+        ("/memories/", "/memories/{customer_id}"),
+        ("/conversations/", "/conversations/{user}/{conversation_id}"),
+        ("/users/", "/users/{user}"),
+    ):
+        if path and path.startswith(prefix):
+            return template
+    return path

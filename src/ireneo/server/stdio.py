@@ -12,8 +12,10 @@ from pathlib import Path
 
 from fastmcp import FastMCP
 
+from ireneo.config import Settings
 from ireneo.memory import Memory
-from ireneo.server.tools import MemoryTools, Recaller, register_tools
+from ireneo.server.limits import Limits
+from ireneo.server.tools import MemoryTools, Recaller, ToolCalls, register_tools
 
 
 class SingleMemory:
@@ -40,10 +42,10 @@ class SingleMemory:
                 self._memory = None
 
 
-def create_stdio_server(
-    home: Path, recaller: Recaller, *, model: str | None = None, rerank: str | None = None
-) -> FastMCP:
-    single = SingleMemory(home, model=model, rerank=rerank)
+def create_stdio_server(settings: Settings) -> FastMCP:
+    """The MCP tools on the one memory in `settings.home`, within the settings' limits."""
+    single = SingleMemory(settings.home, model=settings.model, rerank=settings.rerank)
+    calls = ToolCalls(Limits.from_settings(settings))
 
     @asynccontextmanager
     async def lifespan(server: FastMCP):
@@ -62,9 +64,9 @@ def create_stdio_server(
     )
     register_tools(
         mcp,
-        recaller,
+        Recaller(calls.limits, calls=calls),
         lambda: ("local", single.lease),
-        memory_tools=MemoryTools(recaller),
+        memory_tools=MemoryTools(calls, policy=settings.memory_policy),
         writer=lambda: ("local", functools.partial(single.lease, create=True)),
     )
     return mcp

@@ -22,11 +22,9 @@ from fastmcp import FastMCP
 from pydantic import Field
 
 from ireneo.errors import NotFound
+from ireneo.memories import STORED as STORED  # re-exported: the tools' sentences
+from ireneo.memories import UPDATED as UPDATED
 from ireneo.memories import (
-    MAX_CONTENT_CHARS,
-    MAX_SOURCE_CHARS,
-    MAX_TAG_CHARS,
-    MAX_TAGS,
     Clock,
     InvalidMemory,
     Memories,
@@ -38,11 +36,10 @@ from ireneo.memories import (
     render_memory_hits,
     utc_now,
 )
-from ireneo.memories import STORED as STORED  # re-exported: the tools' sentences
-from ireneo.memories import UPDATED as UPDATED
 from ireneo.memory import Memory
 from ireneo.model import Hit
 from ireneo.render import cut_block, render_hits, render_turns
+from ireneo.server.limits import Limits
 from ireneo.server.logs import log_event
 from ireneo.server.returned import RETURNED
 from ireneo.server.slots import BUSY, Busy, FairSlots
@@ -109,16 +106,12 @@ printed (e.g. mem-3f2a9c1b7d4e)."""
 
 Importance = Literal["low", "medium", "high"]
 
-# Bounds on the tools' arguments, checked before a slot is taken or any work that grows with
-# them (the query's bound is the server's IRENEO_MAX_QUERY_CHARS; the memories' bounds are in
-# ireneo.memories). No ref or memory id comes near 64 characters.
-MAX_REF_CHARS = 64
-MAX_ID_CHARS = 64
-MAX_TURN = 10**9
-# The bounds, as the tools' schemas advertise them (checked by the tools, which answer with a
-# sentence, not by the schema, which would answer with a validation error).
-TURN = {"minimum": -MAX_TURN, "maximum": MAX_TURN}
-TAGS = {"maxItems": MAX_TAGS, "items": {"type": "string", "maxLength": MAX_TAG_CHARS}}
+# The fixed bounds on the tools' arguments (ireneo.server.limits), as the tools' schemas
+# advertise them: checked by the tools, which answer with a sentence, not by the schema, which
+# would answer with a validation error.
+_FIXED = Limits()
+TURN = {"minimum": -_FIXED.max_turn, "maximum": _FIXED.max_turn}
+TAGS = {"maxItems": _FIXED.max_tags, "items": {"type": "string", "maxLength": _FIXED.max_tag_chars}}
 
 MemoryLease = Callable[[], AbstractContextManager[Memory | None]]
 # The caller's identity for logs (a hashed key) and a way to open their memory; None when the
@@ -154,62 +147,16 @@ def recall_answer(
     return hits, render_hits(hits, max_chars=max_chars, refs=refs).strip()
 
 
-class Recaller:
-    """Bounded, fail-soft recall: at most `concurrency` at once, each within `timeout` seconds."""
+class ToolCalls:
+    """Every tool call bounded and fail-soft: at most `recall_concurrency` run at once, fair
+    between users (ireneo.server.slots), each within `recall_timeout` seconds; one log line each.
+    Recall and the saved-memory tools share one `ToolCalls`, so they share its slots."""
 
-    def __init__(
-        self,
-        *,
-        k: int = 3,
-        max_chars: int = 4000,
-        max_query_chars: int = 500,
-        concurrency: int = 4,
-        timeout: float = 10.0,
-    ):
-        self.k = k
-        self.max_chars = max_chars
-        self.max_query_chars = max_query_chars
-        self.timeout = timeout
-        self._slots = FairSlots(concurrency)  # fair between users (ireneo.server.slots)
-        self.timeouts = 0
+    def __init__(self, limits: Limits):
+        self.limits = limits
+        self.slots = FairSlots(limits.recall_concurrency)
 
-    async def recall(self, caller: Caller, query: str) -> str:
-        problem = self.query_problem(query)
-        if problem is not None:
-            return NO_RECALL.format(reason=problem)
-        if not query.strip():
-            return NOTHING_RELEVANT
-        return await self._call("recall", caller, self._recall_sync, query, query_chars=len(query))
-
-    async def read(
-        self, caller: Caller, ref: str, from_turn: int | None, to_turn: int | None
-    ) -> str:
-        if len(ref) > MAX_REF_CHARS:
-            return NOT_READ.format(
-                reason=f"ref holds at most {MAX_REF_CHARS} characters; use a ref exactly as "
-                "recall_my_conversations printed it"
-            )
-        for name, value in (("from_turn", from_turn), ("to_turn", to_turn)):
-            if value is not None and not -MAX_TURN <= value <= MAX_TURN:
-                return NOT_READ.format(reason=f"{name} must lie between -{MAX_TURN} and {MAX_TURN}")
-        ref = ref.strip()
-        if not ref:
-            return UNKNOWN_REF
-        return await self._call(
-            "read_conversation", caller, self._read_sync, ref, from_turn, to_turn
-        )
-
-    def query_problem(self, query: str) -> str | None:
-        """Why a query is refused before any work (its length), or None."""
-        if len(query) > self.max_query_chars:
-            return (
-                f"query holds at most {self.max_query_chars} characters; "
-                "use a few key words instead"
-            )
-        return None
-
-    # -- the bounded call -----------------------------------------------------------------
-    async def _call(
+    async def answer(
         self,
         event: str,
         caller: Caller,
@@ -218,6 +165,9 @@ class Recaller:
         unavailable: str = UNAVAILABLE,
         **log_fields: Any,
     ) -> str:
+        """`fn(lease, *args)` for the caller, in a worker thread: its text, or a sentence
+        (`unavailable`, BUSY) when there is no caller, no slot in time, or an error. `fn`
+        returns the text and the outcome to log."""
         started = time.monotonic()
         try:
             who = caller()
@@ -232,11 +182,10 @@ class Recaller:
         key, lease = who
         level, fields = logging.INFO, dict(log_fields)
         try:
-            text, outcome = await self._bounded(functools.partial(fn, lease, *args), key)
+            text, outcome = await self.run(functools.partial(fn, lease, *args), key)
         except Busy:
             level, text, outcome = logging.WARNING, BUSY, "busy"
         except TimeoutError:
-            self.timeouts += 1
             level, text, outcome = logging.WARNING, unavailable, "timeout"
         except Exception as exc:
             level, text, outcome = logging.ERROR, unavailable, "error"
@@ -253,28 +202,70 @@ class Recaller:
         )
         return text
 
-    async def _bounded(self, fn: Callable[[], T], user: str | None = None) -> T:
-        """Run `fn` in a worker thread holding one of `user`'s fair slots, within `timeout`
-        (ireneo.server.slots: one user holds at most half of them; Busy when too many of
-        theirs wait). `user` None: bounded by the total only."""
-        return await self._slots.run(user, fn, self.timeout)
+    async def run(self, fn: Callable[[], T], user: str | None = None) -> T:
+        """`fn()` in a worker thread holding one of `user`'s fair slots, within the timeout
+        (TimeoutError past it; Busy when too many of `user`'s calls wait). `user` None: bounded
+        by the total only."""
+        return await self.slots.run(user, fn, self.limits.recall_timeout)
 
     @property
     def active(self) -> int:
         """Calls whose worker thread is running, overdue ones included."""
-        return self._slots.active
+        return self.slots.active
 
     @property
     def peak(self) -> int:
-        """Most calls running at once, for tests."""
-        return self._slots.peak
+        """The most calls that have run at once."""
+        return self.slots.peak
+
+
+class Recaller:
+    """`recall_my_conversations` and `read_conversation`: arguments bounded before any work,
+    the work run by `calls` (default: calls of its own)."""
+
+    def __init__(self, limits: Limits | None = None, *, calls: ToolCalls | None = None):
+        self.limits = limits or Limits()
+        self.calls = calls or ToolCalls(self.limits)
+
+    async def recall(self, caller: Caller, query: str) -> str:
+        problem = self.limits.query_problem(query)
+        if problem is not None:
+            return NO_RECALL.format(reason=problem)
+        if not query.strip():
+            return NOTHING_RELEVANT
+        return await self.calls.answer(
+            "recall", caller, self._recall_sync, query, query_chars=len(query)
+        )
+
+    async def read(
+        self, caller: Caller, ref: str, from_turn: int | None, to_turn: int | None
+    ) -> str:
+        limits = self.limits
+        if len(ref) > limits.max_ref_chars:
+            return NOT_READ.format(
+                reason=f"ref holds at most {limits.max_ref_chars} characters; use a ref exactly "
+                "as recall_my_conversations printed it"
+            )
+        for name, value in (("from_turn", from_turn), ("to_turn", to_turn)):
+            if value is not None and not -limits.max_turn <= value <= limits.max_turn:
+                return NOT_READ.format(
+                    reason=f"{name} must lie between -{limits.max_turn} and {limits.max_turn}"
+                )
+        ref = ref.strip()
+        if not ref:
+            return UNKNOWN_REF
+        return await self.calls.answer(
+            "read_conversation", caller, self._read_sync, ref, from_turn, to_turn
+        )
 
     # -- in the worker thread -------------------------------------------------------------
     def _recall_sync(self, lease: MemoryLease, query: str) -> tuple[str, str]:
         with lease() as memory:
             if memory is None:
                 return NO_MEMORY, "no_memory"
-            hits, text = recall_answer(memory, query, self.k, self.max_chars)
+            hits, text = recall_answer(
+                memory, query, self.limits.recall_k, self.limits.max_result_chars
+            )
             if not hits:  # only now ask whether anything is stored at all: it costs a count
                 if memory.is_empty():
                     return NO_MEMORY, "no_memory"
@@ -305,18 +296,19 @@ class Recaller:
 
     def _fit_turns(self, turns: list, ref: str) -> str:
         """As many turns from the first as fit in `max_chars`, and where to read on."""
+        max_chars = self.limits.max_result_chars
         text = render_turns(turns, ref=ref)
-        if len(text) <= self.max_chars:
+        if len(text) <= max_chars:
             return text
         lo, hi = 0, len(turns)  # the largest count that fits lies in [lo, hi)
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if len(render_turns(turns[:mid], ref=ref)) + 80 <= self.max_chars:
+            if len(render_turns(turns[:mid], ref=ref)) + 80 <= max_chars:
                 lo = mid
             else:
                 hi = mid
         if lo == 0:
-            text = cut_block(render_turns(turns[:1], ref=ref), self.max_chars - 80)
+            text = cut_block(render_turns(turns[:1], ref=ref), max_chars - 80)
             lo = 1
         else:
             text = render_turns(turns[:lo], ref=ref)
@@ -329,13 +321,13 @@ class Recaller:
 
 
 class MemoryTools:
-    """The explicit-memory tools, bounded and fail-soft like recall (they share its slots)."""
+    """`store_memory`, `search_memories`, `delete_memory`: bounded and fail-soft like recall,
+    run by the same `calls` (they share its slots)."""
 
-    def __init__(
-        self, recaller: Recaller, *, policy: MemoryPolicy | None = None, clock: Clock | None = None
-    ):
-        self.recaller = recaller
-        self.policy = policy or MemoryPolicy.from_env()
+    def __init__(self, calls: ToolCalls, *, policy: MemoryPolicy, clock: Clock | None = None):
+        self.calls = calls
+        self.limits = calls.limits
+        self.policy = policy
         self.clock = clock or utc_now
 
     def memories(self, memory: Memory) -> Memories:
@@ -353,7 +345,7 @@ class MemoryTools:
             check_memory(content, tags, importance, source)
         except InvalidMemory as exc:
             return NOT_STORED.format(reason=exc)
-        return await self.recaller._call(
+        return await self.calls.answer(
             "store_memory",
             writer,
             self._store_sync,
@@ -373,7 +365,7 @@ class MemoryTools:
         tags: list[str] | None,
         min_importance: str | None,
     ) -> str:
-        problem = self.recaller.query_problem(query)
+        problem = self.limits.query_problem(query)
         if problem is not None:
             return BAD_SEARCH.format(reason=problem)
         try:
@@ -384,7 +376,7 @@ class MemoryTools:
             return BAD_SEARCH.format(reason=exc)
         if not query.strip():
             return NO_MATCHING_MEMORY
-        return await self.recaller._call(
+        return await self.calls.answer(
             "search_memories",
             caller,
             self._search_sync,
@@ -397,15 +389,15 @@ class MemoryTools:
         )
 
     async def delete(self, caller: Caller, memory_id: str) -> str:
-        if len(memory_id) > MAX_ID_CHARS:
+        if len(memory_id) > self.limits.max_id_chars:
             return NOT_DELETED.format(
-                reason=f"id holds at most {MAX_ID_CHARS} characters; use an id exactly as "
-                "search_memories printed it"
+                reason=f"id holds at most {self.limits.max_id_chars} characters; use an id "
+                "exactly as search_memories printed it"
             )
         memory_id = memory_id.strip()
         if not memory_id:
             return UNKNOWN_MEMORY
-        return await self.recaller._call(
+        return await self.calls.answer(
             "delete_memory", caller, self._delete_sync, memory_id, unavailable=MEMORY_UNAVAILABLE
         )
 
@@ -447,7 +439,7 @@ class MemoryTools:
                 if memories.count() == 0:
                     return NO_MEMORIES, "no_memory"
                 return NO_MATCHING_MEMORY, "nothing"
-        return render_memory_hits(hits, max_chars=self.recaller.max_chars), f"hits:{len(hits)}"
+        return render_memory_hits(hits, max_chars=self.limits.max_result_chars), f"hits:{len(hits)}"
 
     def _delete_sync(self, lease: MemoryLease, memory_id: str) -> tuple[str, str]:
         # Another user's id is simply not in this user's memory: the same answer as any unknown id.
@@ -490,7 +482,7 @@ def _register_recall_tools(mcp: FastMCP, recaller: Recaller, caller: Caller) -> 
         return await recaller.recall(caller, query)
 
     recall_my_conversations.__annotations__["query"] = _query(
-        "A few words: identifiers and key nouns.", recaller.max_query_chars
+        "A few words: identifiers and key nouns.", recaller.limits.max_query_chars
     )
     mcp.tool(
         name="recall_my_conversations",
@@ -510,7 +502,7 @@ def _register_recall_tools(mcp: FastMCP, recaller: Recaller, caller: Caller) -> 
             str,
             Field(
                 description="The ref printed with a recalled passage.",
-                json_schema_extra={"maxLength": MAX_REF_CHARS},
+                json_schema_extra={"maxLength": _FIXED.max_ref_chars},
             ),
         ],
         from_turn: Annotated[
@@ -537,7 +529,7 @@ def _register_memory_tools(
             str,
             Field(
                 description="The fact to keep, in a sentence or two.",
-                json_schema_extra={"maxLength": MAX_CONTENT_CHARS},
+                json_schema_extra={"maxLength": _FIXED.max_content_chars},
             ),
         ],
         tags: Annotated[
@@ -553,7 +545,7 @@ def _register_memory_tools(
             str | None,
             Field(
                 description="Where the fact came from, e.g. 'chat 2026-10-08'.",
-                json_schema_extra={"maxLength": MAX_SOURCE_CHARS},
+                json_schema_extra={"maxLength": _FIXED.max_source_chars},
             ),
         ] = None,
     ) -> str:
@@ -573,7 +565,7 @@ def _register_memory_tools(
         return await memory_tools.search(caller, query, limit, tags, min_importance)
 
     search_memories.__annotations__["query"] = _query(
-        "A few words: key nouns and identifiers.", memory_tools.recaller.max_query_chars
+        "A few words: key nouns and identifiers.", memory_tools.limits.max_query_chars
     )
     mcp.tool(
         name="search_memories",
@@ -593,7 +585,7 @@ def _register_memory_tools(
             str,
             Field(
                 description="The memory's id, e.g. mem-3f2a9c1b7d4e.",
-                json_schema_extra={"maxLength": MAX_ID_CHARS},
+                json_schema_extra={"maxLength": _FIXED.max_id_chars},
             ),
         ],
     ) -> str:
