@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +18,7 @@ from tokenizers import Tokenizer
 from ireneo import embed
 from ireneo.embed import build, registry
 from ireneo.embed.onnx import truncated
+from ireneo.embed.split import split_by_counts, split_by_offsets
 from ireneo.errors import UnknownModel
 from tests.conftest_models import MINILM_TOKENIZER, minilm_dir
 
@@ -179,6 +181,28 @@ def test_a_word_longer_than_a_window_is_still_covered(embedder: embed.Embedder) 
         covered[at : at + len(piece)] = True
         start = at + 1
     assert covered.all()
+
+
+def word_offsets(text: str) -> list[tuple[int, int]]:
+    return [m.span() for m in re.finditer(r"\S+", text)]
+
+
+@pytest.mark.parametrize("how", ["counts", "offsets"])
+def test_splitting_needs_no_model(how: str) -> None:
+    # A tokenizer of one token per character (counts) or per word (offsets), 40 per piece.
+    words = [f"w{i}" for i in range(300)]
+    text = " ".join(words[:150]) + "\n\n" + " ".join(words[150:])
+    if how == "counts":
+        pieces, size = split_by_counts(text, 40, len), lambda piece: len("".join(piece.split()))
+    else:
+        pieces, size = split_by_offsets(text, 40, word_offsets), lambda piece: len(piece.split())
+    assert len(pieces) > 1 and max(map(size, pieces)) <= 40
+    assert all(piece in text for piece in pieces)  # verbatim
+    assert {w for piece in pieces for w in piece.split()} == set(words)  # nothing lost
+    for before, after in zip(pieces, pieces[1:], strict=False):
+        assert 0 < len(set(before.split()) & set(after.split())) < len(before.split()) / 2
+    assert split_by_counts("a pump leaks", 40, len) == ["a pump leaks"]
+    assert split_by_offsets("a pump leaks", 40, word_offsets) == ["a pump leaks"]
 
 
 def test_a_text_beyond_the_input_is_cut_as_the_tokenizer_itself_cuts() -> None:
