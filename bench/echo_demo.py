@@ -1,6 +1,6 @@
 """Recall echoes on the demo: does the consolidated to-do answer crowd out its sources?
 
-    PYTHONPATH=src python bench/echo_demo.py
+    python bench/echo_demo.py
 
 On the demo's real server (examples/two_weeks), alice's agent recalls her follow-ups with the
 demo's two queries, answers with one consolidated list (written as a model writes it from those
@@ -12,6 +12,7 @@ variant runs twice: with echo detection off (IRENEO_ECHO_OVERLAP=0, "before") an
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import re
@@ -97,6 +98,7 @@ def _ref_of(server: DemoServer) -> str:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args()
     print(f"{len(PROBES)} queries, top 3 hits each ({3 * len(PROBES)} slots)")
     print(
         "| answer | trigram overlap | echo detection | hits from the to-do answer | from its sources |"
