@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ireneo import Memory
+from ireneo.config import Settings, SettingsError
 from ireneo.echoes import EchoPolicy, overlap, trigrams
 from ireneo.model import Block, Turn
 from ireneo.render import render_turns
@@ -106,21 +107,20 @@ def test_a_user_repeating_a_passage_is_not_flagged(memory):
     assert memory.get("todo")[0].echo is False
 
 
-def test_echo_detection_can_be_turned_off(memory, monkeypatch):
-    monkeypatch.setenv("IRENEO_ECHO_OVERLAP", "0")
-    with Memory(memory.home) as other:
+def test_echo_detection_can_be_turned_off(home):
+    settings = Settings.from_env({"IRENEO_ECHO_OVERLAP": "0"})
+    with Memory(home, settings=settings) as other:
         assert not other.echo_policy.enabled
         recall_and_answer(other, ECHO)
         assert other.get("todo")[1].echo is False
 
 
-def test_the_policy_reads_the_environment(monkeypatch):
-    monkeypatch.setenv("IRENEO_ECHO_WINDOW_HOURS", "2")
-    monkeypatch.setenv("IRENEO_ECHO_OVERLAP", "0.7")
-    assert EchoPolicy.from_env() == EchoPolicy(timedelta(hours=2), 0.7)
-    monkeypatch.setenv("IRENEO_ECHO_OVERLAP", "2")
-    with pytest.raises(ValueError, match="between 0 and 1"):
-        EchoPolicy.from_env()
+def test_the_policy_reads_the_environment():
+    env = {"IRENEO_ECHO_WINDOW_HOURS": "2", "IRENEO_ECHO_OVERLAP": "0.7"}
+    assert Settings.from_env(env).echo_policy == EchoPolicy(timedelta(hours=2), 0.7)
+    assert Settings.from_env({}).echo_policy == EchoPolicy(timedelta(hours=24), 0.5)
+    with pytest.raises(SettingsError, match="IRENEO_ECHO_OVERLAP='2': .* at most 1"):
+        Settings.from_env({"IRENEO_ECHO_OVERLAP": "2"})
 
 
 def test_overlap_is_the_share_of_trigrams_found():

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ireneo import Memory
+from ireneo.config import Settings
 from ireneo.privacy import redact
 from tests.conftest import conversation
 
@@ -87,14 +88,14 @@ def test_indexed_files_and_explicit_memories_are_stored_redacted(tmp_path, home)
     assert not on_disk(home, GITHUB) and not on_disk(home, AWS)
 
 
-def test_redaction_can_be_turned_off(tmp_path, home, monkeypatch):
-    monkeypatch.setenv("IRENEO_REDACT", "0")
+def test_redaction_can_be_turned_off(tmp_path, home):
+    settings = Settings.from_env({"IRENEO_REDACT": "0"})
     src = conversation(tmp_path / "src", "keys", [f"the key {AWS}"]).parent
-    with Memory(home) as memory:
+    with Memory(home, settings=settings) as memory:
         assert memory.redact is False
         memory.index([src])
         assert memory.get("keys")[0].text == f"the key {AWS}"
-    with Memory(home, redact=True) as memory:
+    with Memory(home, settings=settings, redact=True) as memory:  # the argument wins
         assert memory.redact is True
 
 

@@ -60,7 +60,7 @@ def test_the_fused_order_stands_when_sentences_agree(embedder):
     assert SentenceReranker(embedder).rerank(QUESTION, []) == []
 
 
-def test_a_memory_reranks_every_recall_it_is_asked_to(home, tmp_path, monkeypatch):
+def test_a_memory_reranks_every_recall_it_is_asked_to(home, tmp_path):
     src = tmp_path / "src"
     conversation(
         src, "label", ["The label on the pump P-253 is missing, we need to print a new one."]
@@ -69,8 +69,7 @@ def test_a_memory_reranks_every_recall_it_is_asked_to(home, tmp_path, monkeypatc
     with Memory(home) as plain:
         plain.index([src])
         fused = {h.session_id: h.score for h in plain.recall(QUESTION, k=2)}
-    monkeypatch.setenv("IRENEO_RERANK", "sentences")
-    with Memory(home) as memory:
+    with Memory(home, settings=Settings.from_env({"IRENEO_RERANK": "sentences"})) as memory:
         assert memory.rerank == "sentences"
         hits = memory.recall(QUESTION, k=2)
         assert {h.session_id for h in hits} == set(fused)

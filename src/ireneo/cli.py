@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from ireneo.config import Settings
 from ireneo.errors import IreneoError, NotFound
 from ireneo.formats import funes_jsonl
 from ireneo.memory import Memory
@@ -39,7 +40,7 @@ def memory_options(command):
     @functools.wraps(command)
     def wrapper(home: Path | None, as_json: bool, model: str | None, **kwargs):
         try:
-            with Memory(home, model=model) as memory:
+            with Memory(home, settings=Settings.from_env(), model=model) as memory:
                 return command(memory=memory, as_json=as_json, **kwargs)
         except (IreneoError, FileNotFoundError, ValueError) as exc:
             raise click.ClickException(str(exc)) from exc
@@ -266,7 +267,7 @@ def status(memory: Memory, as_json: bool) -> None:
         "model": s.model,
         "disk_bytes": s.disk_bytes,
         "last_indexed": s.last_indexed,
-        "retention_days": _retention_days(),
+        "retention_days": memory.settings.retention_days,
         "korean": memory.hangul,
         **s.extra,
     }
@@ -279,16 +280,6 @@ def status(memory: Memory, as_json: bool) -> None:
         "after pip install 'ireneo[ko]' reads by morphemes)"
     )
     emit(as_json, document, render_status(s, memory.location))
-
-
-def _retention_days() -> float | None:
-    """IRENEO_RETENTION_DAYS, as the server reads it (None: off)."""
-    from ireneo.config import Settings, SettingsError
-
-    try:
-        return Settings.from_env().retention_days
-    except SettingsError as exc:
-        raise click.ClickException(str(exc)) from None
 
 
 @main.command()
@@ -629,22 +620,27 @@ def db() -> None:
 @db.command("upgrade")
 @click.option(
     "--database-url",
-    envvar=["IRENEO_DATABASE_OWNER_URL", "IRENEO_DATABASE_URL"],
-    required=True,
     help="postgresql:// URL of the role that owns the tables "
     "[env IRENEO_DATABASE_OWNER_URL, else IRENEO_DATABASE_URL].",
 )
 @click.option(
     "--app-role",
-    envvar="IRENEO_DATABASE_APP_ROLE",
-    default="ireneo_app",
-    show_default=True,
     help="The role the servers connect as; granted the use of the tables, owning none "
-    "[env IRENEO_DATABASE_APP_ROLE].",
+    "[env IRENEO_DATABASE_APP_ROLE; default: ireneo_app].",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def db_upgrade(database_url: str, app_role: str, as_json: bool) -> None:
+def db_upgrade(database_url: str | None, app_role: str | None, as_json: bool) -> None:
     """Apply the schema migrations that are missing, then grant the application role."""
+    try:
+        settings = Settings.from_env()
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    database_url = database_url or settings.database_owner_url or settings.database_url
+    if not database_url:
+        raise click.UsageError(
+            "Missing option '--database-url' (or IRENEO_DATABASE_OWNER_URL, IRENEO_DATABASE_URL)."
+        )
+    app_role = app_role or settings.database_app_role
     from ireneo.extras import MissingExtra
 
     try:

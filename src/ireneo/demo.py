@@ -29,6 +29,8 @@ from typing import Any
 
 import click
 
+from ireneo.config import Settings
+
 DATA_DIR_NAME = "two_weeks"
 
 
@@ -211,12 +213,14 @@ def load_conversations(data_dir: Path) -> list[dict]:
 class DemoServer:
     """The real app on 127.0.0.1 and a free port, in a thread; `url`, `token(user)`, `close()`."""
 
-    def __init__(self, home: Path):
+    def __init__(self, home: Path, settings: Settings | None = None):
+        """`settings` lend the memories' own (model, reranker, redaction, echoes, embedding);
+        everything the server itself reads is the demo's: its home, keys and limits."""
         import uvicorn
 
-        from ireneo.config import Settings
         from ireneo.server.app import create_app
 
+        given = settings or Settings()
         self.settings = Settings(
             home=home,
             ingest_key=secrets.token_urlsafe(24),
@@ -224,6 +228,12 @@ class DemoServer:
             jwt_issuer="https://ireneo-demo.invalid",
             jwt_audience="ireneo-demo",
             index_debounce=0.2,
+            model=given.model,
+            rerank=given.rerank,
+            redact=given.redact,
+            echo_policy=given.echo_policy,
+            embed_threads=given.embed_threads,
+            model_cache=given.model_cache,
         )
         app = create_app(self.settings)
         config = uvicorn.Config(
@@ -303,15 +313,19 @@ def _home(home: Path | None) -> Iterator[Path]:
 
 # -- the run ------------------------------------------------------------------------------------
 def run_demo(
-    data_dir: Path | None = None, home: Path | None = None, console: Any | None = None
+    data_dir: Path | None = None,
+    home: Path | None = None,
+    console: Any | None = None,
+    settings: Settings | None = None,
 ) -> DemoResult:
-    """Serve, post every conversation turn by turn, wait for indexing, ask every question."""
+    """Serve, post every conversation turn by turn, wait for indexing, ask every question.
+    `settings` lend the memories' own (see `DemoServer`)."""
     started = time.monotonic()
     say = _Printer(console)
     conversations = load_conversations(find_data(data_dir))
     result = DemoResult(conversations=len(conversations))
     with _home(home) as where:
-        server = DemoServer(where)
+        server = DemoServer(where, settings)
         try:
             result.url = server.url
             say.step(f"server on {server.url}, with a new ingest key and token secret")
@@ -439,7 +453,8 @@ def demo(home: Path | None, as_json: bool, data: Path | None) -> None:
     from rich.console import Console
 
     try:
-        result = run_demo(data, home, None if as_json else Console(highlight=False))
+        settings = Settings.from_env()
+        result = run_demo(data, home, None if as_json else Console(highlight=False), settings)
     except (FileNotFoundError, ValueError, RuntimeError, TimeoutError) as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:

@@ -10,37 +10,18 @@ and whose numbers and identifiers all are, is flagged as an echo: stored and rea
 keeps a new fact said in a familiar shape ("Ticket MT-5120 is open for …" after recall showed
 "Ticket MT-4471 is open for …") from passing for a repeat: an echo adds nothing new.
 
-`IRENEO_ECHO_WINDOW_HOURS` (24) and `IRENEO_ECHO_OVERLAP` (0.5; 0 turns detection off).
+`IRENEO_ECHO_WINDOW_HOURS` (24) and `IRENEO_ECHO_OVERLAP` (0.5; 0 turns detection off), read into
+`Settings.echo_policy` (ireneo.config).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from datetime import timedelta
 
-from ireneo.env import env_number
+from ireneo.config import EchoPolicy as EchoPolicy  # the policy is a setting
 
 MIN_WORDS = 8  # a short reply ("Done, MT-4471 is closed.") repeats words without being an echo
 _WORD = re.compile(r"\w+")
-
-
-@dataclass(frozen=True)
-class EchoPolicy:
-    window: timedelta = timedelta(hours=24)
-    overlap: float = 0.5
-
-    @property
-    def enabled(self) -> bool:
-        return self.overlap > 0
-
-    @classmethod
-    def from_env(cls) -> EchoPolicy:
-        hours = env_number("IRENEO_ECHO_WINDOW_HOURS", cls.window.total_seconds() / 3600)
-        overlap = env_number("IRENEO_ECHO_OVERLAP", cls.overlap)
-        if overlap > 1:
-            raise ValueError(f"IRENEO_ECHO_OVERLAP is a share between 0 and 1, not {overlap}")
-        return cls(timedelta(hours=hours), overlap)
 
 
 def trigrams(text: str) -> set[tuple[str, str, str]]:

@@ -31,9 +31,8 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -42,7 +41,7 @@ import numpy as np
 
 from ireneo import search
 from ireneo.analyze import query_terms, terms
-from ireneo.env import env_number
+from ireneo.config import MemoryPolicy as MemoryPolicy  # the policy is a setting
 from ireneo.errors import IreneoError, NotFound
 from ireneo.index import remember_hangul
 from ireneo.model import Hit, format_ts
@@ -81,66 +80,15 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-@dataclass(frozen=True)
-class MemoryPolicy:
-    """How memories are deduplicated, ranked and expired (environment: IRENEO_MEMORY_*).
-
-    dedup: cosine at or above which a new memory updates the nearest stored one (a value above 1
-      turns deduplication off). IRENEO_MEMORY_DEDUP.
-    half_life_days: recency factor 0.5 ** (days since the last update / half life); 0 turns it
-      off. IRENEO_MEMORY_HALF_LIFE_DAYS.
-    importance_weights: factor for low, medium and high. IRENEO_MEMORY_IMPORTANCE_WEIGHTS="l,m,h".
-    use_weight: factor 1 + use_weight * log2(1 + uses); 0 turns it off. IRENEO_MEMORY_USE_WEIGHT.
-    low_max_age_days: low-importance memories not updated for this long expire; 0: never.
-      IRENEO_MEMORY_LOW_MAX_AGE_DAYS.
-
-    The defaults were measured on the benchmark's facts stored as memories (docs/memories.md).
-    """
-
-    dedup: float = 0.95
-    half_life_days: float = 0.0
-    importance_weights: tuple[float, float, float] = (1.0, 1.0, 1.0)
-    use_weight: float = 0.0
-    low_max_age_days: float = 30.0
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> MemoryPolicy:
-        """The policy the environment sets; ValueError names a variable that is not a number."""
-        env = os.environ if env is None else env
-
-        def number(name: str, default: float) -> float:
-            return env_number(name, default, env)
-
-        weights = cls.importance_weights
-        raw = env.get("IRENEO_MEMORY_IMPORTANCE_WEIGHTS", "").strip()
-        if raw:
-            try:
-                parsed = tuple(float(part) for part in raw.split(","))
-            except ValueError:
-                parsed = ()
-            if len(parsed) != 3 or not all(math.isfinite(w) and w > 0 for w in parsed):
-                raise ValueError(
-                    f"IRENEO_MEMORY_IMPORTANCE_WEIGHTS={raw!r}: give three positive numbers, "
-                    "for low, medium and high, e.g. 1,1,1"
-                )
-            weights = parsed  # type: ignore[assignment]
-        return cls(
-            dedup=number("IRENEO_MEMORY_DEDUP", cls.dedup),
-            half_life_days=number("IRENEO_MEMORY_HALF_LIFE_DAYS", cls.half_life_days),
-            importance_weights=weights,
-            use_weight=number("IRENEO_MEMORY_USE_WEIGHT", cls.use_weight),
-            low_max_age_days=number("IRENEO_MEMORY_LOW_MAX_AGE_DAYS", cls.low_max_age_days),
-        )
-
-    def factor(self, record: MemoryRecord, now: datetime) -> float:
-        """What relevance is multiplied by: importance, recency and use."""
-        value = self.importance_weights[record.importance]
-        if self.half_life_days > 0:
-            age = max(0.0, (now - record.updated_at).total_seconds() / 86400)
-            value *= 0.5 ** (age / self.half_life_days)
-        if self.use_weight > 0:
-            value *= 1 + self.use_weight * math.log2(1 + record.uses)
-        return value
+def policy_factor(policy: MemoryPolicy, record: MemoryRecord, now: datetime) -> float:
+    """What relevance is multiplied by: importance, recency and use."""
+    value = policy.importance_weights[record.importance]
+    if policy.half_life_days > 0:
+        age = max(0.0, (now - record.updated_at).total_seconds() / 86400)
+        value *= 0.5 ** (age / policy.half_life_days)
+    if policy.use_weight > 0:
+        value *= 1 + policy.use_weight * math.log2(1 + record.uses)
+    return value
 
 
 @dataclass(frozen=True)
@@ -160,7 +108,8 @@ class MemoryHit:
 
 
 class Memories:
-    """The explicit memories of one `Memory` (one user), with a policy and a clock."""
+    """The explicit memories of one `Memory` (one user), with a policy (default: the memory's
+    settings') and a clock."""
 
     def __init__(
         self,
@@ -171,7 +120,7 @@ class Memories:
     ):
         self.memory = memory
         self._db = memory.store  # the memory's Store
-        self.policy = policy or MemoryPolicy.from_env()
+        self.policy = policy or memory.settings.memory_policy
         self.now = now or utc_now
 
     # -- writes ---------------------------------------------------------------------------
@@ -261,7 +210,7 @@ class Memories:
         relevance = self._relevance(records, words, stats, cosines)
         now = self.now()
         hits = [
-            MemoryHit(record, float(r) * self.policy.factor(record, now), float(r))
+            MemoryHit(record, float(r) * policy_factor(self.policy, record, now), float(r))
             for record, r in zip(records, relevance, strict=True)
         ]
         hits.sort(key=lambda h: (-h.score, -h.memory.updated_at.timestamp(), h.memory.memory_id))

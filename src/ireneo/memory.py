@@ -8,13 +8,16 @@
     # or one user's memory in a shared PostgreSQL database (see docs/postgres.md)
     m = Memory(database="postgresql://ireneo_app@db/ireneo", user="alice")
 
+    # as the CLI opens it: where and how the environment's IRENEO_* variables say
+    from ireneo.config import Settings
+    m = Memory(settings=Settings.from_env())
+
 The CLI, the MCP tools and the HTTP server are thin doors onto these methods.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import threading
 from collections.abc import Callable, Iterable
 from datetime import UTC, date, datetime, time, timedelta
@@ -22,8 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ireneo import index as indexing
-from ireneo import privacy, relevance, search
-from ireneo.echoes import EchoPolicy, is_echo
+from ireneo import relevance, search
+from ireneo.config import Settings
+from ireneo.echoes import is_echo
 from ireneo.embed import DEFAULT_MODEL, Embedder, load_embedder
 from ireneo.errors import ModelMismatch, NotFound
 from ireneo.model import Hit, SessionSummary, Turn
@@ -38,52 +42,50 @@ if TYPE_CHECKING:
 
     from ireneo.memories import Memories
 
-DEFAULT_HOME = Path.home() / ".local" / "share" / "ireneo"
-
-
-def default_home() -> Path:
-    return Path(os.environ.get("IRENEO_HOME") or DEFAULT_HOME)
-
 
 class Memory:
     """One memory: one user's turns, search index and vectors.
 
     Where it lives: `database` (a PostgreSQL URL, or a pool shared by many memories) with
-    `user`, the key of its rows; else the directory `home`; with neither, IRENEO_DATABASE_URL
-    (and IRENEO_USER) when set, else IRENEO_HOME or the default home directory.
+    `user`, the key of its rows; else the directory `home`; with neither, the settings'
+    `database_url` (and `user`) when set, else their `home`. `settings` (default: the built-in
+    defaults, `Settings()`) also give the model, the reranker, redaction and the echo and saved
+    memory policies; `model`, `rerank` and `redact`, when given, win over them.
     """
 
     def __init__(
         self,
         home: str | Path | None = None,
         *,
+        settings: Settings | None = None,
         model: str | None = None,
         rerank: str | None = None,
         redact: bool | None = None,
         database: str | ConnectionPool | None = None,
         user: str | None = None,
     ):
+        self.settings = settings = settings or Settings()
         if database is None and home is None:
-            database = os.environ.get("IRENEO_DATABASE_URL") or None
-            user = user or os.environ.get("IRENEO_USER") or None
+            database = settings.database_url
+            user = user or settings.user
             if database is not None and not user:
                 raise ValueError(
                     "IRENEO_DATABASE_URL is set: name the memory's user with IRENEO_USER "
                     "(or pass --home to use an embedded memory)"
                 )
         # Secrets become markers before anything is stored (ireneo.privacy); IRENEO_REDACT=0: off.
-        self.redact = privacy.enabled_by_default() if redact is None else redact
-        self.echo_policy = EchoPolicy.from_env()
+        self.redact = settings.redact if redact is None else redact
+        self.echo_policy = settings.echo_policy
         if database is not None:
             self.home: Path | None = None
             self.location = f"PostgreSQL (user {user})"
             self.store = open_store(database=database, user=user)
         else:
-            self.home = Path(home) if home is not None else default_home()
+            self.home = Path(home) if home is not None else settings.home
             self.location = str(self.home)
             self.store = open_store(self.home)
         stored = self.store.get_meta("model")
-        requested = model or os.environ.get("IRENEO_MODEL")
+        requested = model or settings.model
         if stored and requested and requested != stored:
             raise ModelMismatch(stored, requested, self.location)
         self.model_name = requested or stored or DEFAULT_MODEL
@@ -94,8 +96,8 @@ class Memory:
         self._embedder: Embedder | None = None
         self._embedder_lock = threading.Lock()
         self.fusion = search.Fusion(lift=relevance.LIFTS.get(self.model_name))
-        # the last stage of every recall (ireneo.rerank): `rerank`, else IRENEO_RERANK, else none
-        self.rerank = rerank or os.environ.get("IRENEO_RERANK") or None
+        # the last stage of every recall (ireneo.rerank): `rerank`, else the settings', else none
+        self.rerank = rerank or settings.rerank or None
         check_reranker(self.rerank)
 
     # -- the embedder is loaded on first need: reading a conversation needs none -----------

@@ -7,14 +7,13 @@ not used: they flag commit hashes, UUIDs and ordinary ids, which people search t
 conversations for. A secret becomes a marker that says what was there, `[redacted:aws-key]`, so
 recall still shows that something was said.
 
-On by default; `IRENEO_REDACT=0` (or `Memory(redact=False)`) turns it off. docs/privacy.md lists
-what is caught and what is not.
+On by default; `IRENEO_REDACT=0` (`Settings.redact`) or `Memory(redact=False)` turns it off.
+docs/privacy.md lists what is caught and what is not.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import re
 from collections.abc import Iterator
 from dataclasses import replace
@@ -65,11 +64,6 @@ _OWN_PATTERNS: tuple[tuple[str, str], ...] = (
 )
 
 MIN_KEYWORD_SECRET = 6  # `password: hunter2` is a secret; `secret: yes` is not one worth a marker
-
-
-def enabled_by_default() -> bool:
-    """IRENEO_REDACT: on unless set to 0, false, no or off."""
-    return os.environ.get("IRENEO_REDACT", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def redact(text: str) -> str:
