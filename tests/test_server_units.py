@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 
 import pytest
 
+from ireneo.memory import Memory
 from ireneo.server import tools
 from ireneo.server.indexer import Indexer
 from ireneo.server.memories import MemoryRegistry, user_key
+from ireneo.server.returned import MAX_QUEUED_TURNS, ReturnedLog
 
 
 class FakeMemory:
@@ -172,3 +175,16 @@ def test_indexer_runs_one_user_at_a_time_over_all_users_by_default(tmp_path):
 
     indexer, peak = asyncio.run(scenario())
     assert peak == 1 and sum(indexer.runs.values()) == 3
+
+
+def test_a_record_past_the_queue_bound_is_dropped_with_a_warning(tmp_path, caplog):
+    memory = Memory(tmp_path / "memory")
+    queue = ReturnedLog()
+    try:
+        with caplog.at_level(logging.WARNING, logger="ireneo.server.returned"):
+            queue.note(memory, [("c-1", seq) for seq in range(MAX_QUEUED_TURNS + 1)])
+            queue.note(memory, [("c-1", 1)])
+            assert queue.wait_idle(10)
+        assert [record.msg for record in caplog.records] == ["returned_not_recorded"]
+    finally:
+        memory.close()

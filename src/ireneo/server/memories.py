@@ -105,8 +105,8 @@ class MemoryRegistry:
         self._retiring: dict[str, _Entry] = {}
         self._gates: dict[str, _Gate] = {}
         self._bytes = 0  # the sum of the open entries' bytes
-        self.opened = 0
-        self.closed = 0
+        self.opened = 0  # memories opened since the registry was made
+        self.closed = 0  # memories closed since
 
     def path(self, key: str) -> Path:
         if not _KEY.fullmatch(key):

@@ -1,13 +1,12 @@
 """What the MCP tools showed each user (echo detection, ireneo.echoes), recorded off the answer's
-path.
+path, so that a recall never waits for a memory's write lock.
 
-A recall used to write its record before answering: a write transaction that waited for the
-memory's write lock behind ingest and indexing, then a commit, while the agent waited and the
-call held a recall slot. `RETURNED.note` queues the record instead; one thread writes the queue,
-one transaction per memory for every record gathered meanwhile. Before a post's turns are stored
-(`flush`), that memory's queued records are written, so an echo posted right after a recall is
-still seen. A record that cannot be written (the memory closed meanwhile, a full disk) costs only
-that record, as before; so does a queue past `MAX_QUEUED_TURNS` for one memory.
+`RETURNED.note` queues a record; one thread writes the queue, one transaction per memory for
+every record gathered meanwhile. Before a post's turns are stored, `flush` writes that memory's
+queued records, so an echo posted right after a recall is still seen. A record that cannot be
+written (the memory closed meanwhile, a full disk), or that would take one memory's queue past
+`MAX_QUEUED_TURNS`, is dropped with a warning: it costs only that record. docs/reliability.md
+says what this bought.
 """
 
 from __future__ import annotations
@@ -29,6 +28,8 @@ MAX_QUEUED_TURNS = 10_000  # per memory
 
 
 class ReturnedLog:
+    """The process's queue of records to write (`RETURNED`)."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._queued: dict[int, tuple[Memory, list[tuple[str, int]], datetime]] = {}
@@ -36,8 +37,6 @@ class ReturnedLog:
         self._idle = threading.Event()
         self._idle.set()
         self._thread: threading.Thread | None = None
-        self.written = 0  # records' transactions written, for tests
-        self.dropped = 0
 
     def note(self, memory: Memory, turns: Iterable[tuple[str, int]]) -> None:
         """Queue the record that `turns` were just shown from `memory`."""
@@ -45,17 +44,15 @@ class ReturnedLog:
         now = datetime.now(UTC)
         with self._lock:
             _, queued, _ = self._queued.get(id(memory), (memory, [], now))
-            if len(queued) + len(turns) > MAX_QUEUED_TURNS:
-                self.dropped += 1
-                return
-            self._queued[id(memory)] = (memory, queued + turns, now)
-            self._idle.clear()
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
-                    target=self._run, name="ireneo-returned", daemon=True
-                )
-                self._thread.start()
-        self._wake.set()
+            full = len(queued) + len(turns) > MAX_QUEUED_TURNS
+            if not full:
+                self._queued[id(memory)] = (memory, queued + turns, now)
+                self._idle.clear()
+                self._start_writer()
+        if full:
+            log_event(log, "returned_not_recorded", level=logging.WARNING, error="queue_full")
+        else:
+            self._wake.set()
 
     def flush(self, memory: Memory) -> None:
         """Write `memory`'s queued records now, in the calling thread."""
@@ -65,8 +62,15 @@ class ReturnedLog:
             self._write(*entry)
 
     def wait_idle(self, timeout: float = 10.0) -> bool:
-        """Until every queued record is written (tests)."""
+        """Until every queued record is written (the server waits for them as it stops)."""
         return self._idle.wait(timeout)
+
+    def _start_writer(self) -> None:
+        """The writer thread, started on the first record (again if it ever ended); call under
+        the lock."""
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="ireneo-returned", daemon=True)
+            self._thread.start()
 
     def _run(self) -> None:
         while True:
@@ -83,7 +87,6 @@ class ReturnedLog:
     def _write(self, memory: Memory, turns: list[tuple[str, int]], now: datetime) -> None:
         try:
             memory.note_returned(turns, now)
-            self.written += 1
         except Exception as exc:  # noqa: BLE001 - a record is worth less than the server
             log_event(log, "returned_not_recorded", level=logging.WARNING, error=type(exc).__name__)
 

@@ -52,7 +52,7 @@ class FairSlots:
         self.waiting = waiting or 4 * self.total
         self.running = 0  # calls counted in the total
         self.overdue = 0  # calls past their deadline, thread still running, out of the total
-        self.peak = 0  # most calls running at once (in the total), for tests and logs
+        self.peak = 0  # the most calls that have run at once (in the total)
         self.busy = 0  # calls refused with Busy
         self._held: Counter[str | None] = Counter()  # per user: running and overdue calls
         self._queues: dict[str | None, deque[asyncio.Future[None]]] = {}  # in turn order

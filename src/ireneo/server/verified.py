@@ -1,8 +1,8 @@
 """Tokens already verified, remembered so that an agent's next call skips the work.
 
-An agent sends the same bearer token with every MCP call; verifying it (decoding, importing the
-key, the signature, the claims' checks) was a tenth of the event loop's time per call under
-load. `remember_verified(verifier)` keeps the verifier's answer for a token that passed, keyed by
+An agent sends the same bearer token with every MCP call, and verifying it (decoding, importing
+the key, the signature, the claims' checks) is costly (docs/reliability.md has the figure).
+`remember_verified(verifier)` keeps the verifier's answer for a token that passed, keyed by
 the whole token (signature included: another string is verified afresh), until the token
 expires or `REMEMBER_SECONDS` pass, whichever comes first (a key rotated out of a JWKS stops
 a remembered token within that time). Refused tokens are never remembered. At most `SIZE`
