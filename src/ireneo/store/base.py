@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 import numpy as np
@@ -59,6 +59,23 @@ class SourceState:
     size: int
     mtime_ns: int
     sha256: str
+
+
+TurnWrite = tuple[Turn, str, list[PassageDraft]]  # a turn, its content hash, its passages
+
+
+def turn_changes(turns: list[TurnWrite], stored: dict[tuple[str, str], str]) -> list[str]:
+    """What writing each turn does, in order, given the content hashes `stored` of the turns
+    stored among their keys: "unchanged" (the same hash), "added" (no such turn) or "replaced".
+    A key given twice counts as two writes in a row."""
+    latest = dict(stored)
+    changes = []
+    for turn, digest, _ in turns:
+        key = (turn.session_id, turn.turn_uuid)
+        old = latest.get(key)
+        changes.append("unchanged" if old == digest else "added" if old is None else "replaced")
+        latest[key] = digest
+    return changes
 
 
 @dataclass
@@ -191,16 +208,51 @@ class Store(ABC, Generic[Tx]):
     def turn_hashes(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
         """Content hashes of the stored turns among `(session_id, turn_uuid)` keys."""
 
-    @abstractmethod
     def write_turns(
         self,
-        turns: list[tuple[Turn, str, list[PassageDraft]]],
+        turns: list[TurnWrite],
         source: SourceState | None = None,
         echoes: frozenset[tuple[str, str]] = frozenset(),
     ) -> StoreResult:
-        """Insert or replace `(turn, content_hash, passages)` in one transaction (with `source`).
-        A turn written whose `(session_id, turn_uuid)` is in `echoes` is flagged as a recall echo
-        (`Turn.echo`); an unchanged turn keeps its flag."""
+        """Insert or replace `(turn, content_hash, passages)` in one transaction (with `source`);
+        what each write does is `turn_changes`'. A turn written whose `(session_id, turn_uuid)`
+        is in `echoes` is flagged as a recall echo (`Turn.echo`); an unchanged turn keeps its
+        flag."""
+        with self._transaction() as tx:
+            stored = self._stored_turns(tx, [(t.session_id, t.turn_uuid) for t, _, _ in turns])
+            changes = turn_changes(turns, {key: digest for key, (_, digest) in stored.items()})
+            self._write_changes(tx, turns, changes, stored, echoes)
+            if source is not None:
+                self._put_source(tx, source)
+            result = StoreResult(*(changes.count(c) for c in ("added", "replaced", "unchanged")))
+            if result.added or result.replaced:
+                self._put_meta(tx, "last_written", format_ts(datetime.now(UTC)))
+        return result
+
+    @abstractmethod
+    def _stored_turns(
+        self, tx: Tx, keys: list[tuple[str, str]]
+    ) -> dict[tuple[str, str], tuple[int, str]]:
+        """`(row, content hash)` of the stored turns among these keys, which no other writer
+        of this memory's turns can change until the transaction ends."""
+
+    @abstractmethod
+    def _write_changes(
+        self,
+        tx: Tx,
+        turns: list[TurnWrite],
+        changes: list[str],
+        stored: dict[tuple[str, str], tuple[int, str]],
+        echoes: frozenset[tuple[str, str]],
+    ) -> None:
+        """Write each turn as `changes` says (its passages, and its conversation when new)."""
+
+    @abstractmethod
+    def _put_source(self, tx: Tx, source: SourceState) -> None:
+        """Record what an indexed file looked like, now."""
+
+    @abstractmethod
+    def _put_meta(self, tx: Tx, key: str, value: str) -> None: ...
 
     @abstractmethod
     def source_state(self, path: str) -> SourceState | None: ...

@@ -46,13 +46,12 @@ from ireneo.store.base import (
     MemoryDraft,
     MemoryFilter,
     MemoryRecord,
-    PassageDraft,
     SourceState,
     Status,
     Store,
     StoredMemory,
-    StoreResult,
     TermStats,
+    TurnWrite,
 )
 from ireneo.store.layout import PassageRow
 from ireneo.store.rows import blocks, blocks_json, first_words, session_ref
@@ -239,12 +238,8 @@ class PostgresStore(Store[psycopg.Cursor]):
         return row[0] if row else None
 
     def set_meta(self, key: str, value: str) -> None:
-        with self._transaction() as cur:
-            cur.execute(
-                "INSERT INTO meta VALUES (%s, %s, %s) "
-                "ON CONFLICT (user_id, key) DO UPDATE SET value = excluded.value",
-                (self.user, key, value),
-            )
+        with self._transaction() as tx:
+            self._put_meta(tx, key, value)
 
     # -- writes -----------------------------------------------------------------------------------
     def turn_hashes(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
@@ -258,114 +253,110 @@ class PostgresStore(Store[psycopg.Cursor]):
         )
         return {(sid, uuid): digest for sid, uuid, digest in rows}
 
-    def write_turns(
-        self,
-        turns: list[tuple[Turn, str, list[PassageDraft]]],
-        source: SourceState | None = None,
-        echoes: frozenset[tuple[str, str]] = frozenset(),
-    ) -> StoreResult:
-        result = StoreResult()
-        with self._transaction() as cur:
-            # One writer of a user's turns at a time (as in SQLite): two replicas storing the
-            # same new turn would otherwise both insert it.
-            cur.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended('ireneo-turns:' || %s, 0))",
-                (self.user,),
+    # (write_turns is Store's: what each write does is decided there)
+    def _stored_turns(
+        self, tx: psycopg.Cursor, keys: list[tuple[str, str]]
+    ) -> dict[tuple[str, str], tuple[int, str]]:
+        """One writer of a user's turns at a time (as in SQLite): two replicas storing the same
+        new turn would otherwise both insert it."""
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended('ireneo-turns:' || %s, 0))",
+            (self.user,),
+        )
+        return {
+            (sid, uuid): (turn_id, digest)
+            for sid, uuid, turn_id, digest in tx.execute(
+                "SELECT t.session_id, t.turn_uuid, t.id, t.content_hash FROM turns t "
+                "JOIN unnest(%s::text[], %s::text[]) AS k(session_id, turn_uuid) "
+                "ON t.session_id = k.session_id AND t.turn_uuid = k.turn_uuid "
+                "WHERE t.user_id = %s FOR UPDATE OF t",
+                ([sid for sid, _ in keys], [uuid for _, uuid in keys], self.user),
             )
-            stored = {
-                (sid, uuid): (turn_id, digest)
-                for sid, uuid, turn_id, digest in cur.execute(
-                    "SELECT t.session_id, t.turn_uuid, t.id, t.content_hash FROM turns t "
-                    "JOIN unnest(%s::text[], %s::text[]) AS k(session_id, turn_uuid) "
-                    "ON t.session_id = k.session_id AND t.turn_uuid = k.turn_uuid "
-                    "WHERE t.user_id = %s FOR UPDATE OF t",
-                    (
-                        [t.session_id for t, _, _ in turns],
-                        [t.turn_uuid for t, _, _ in turns],
-                        self.user,
-                    ),
-                )
-            }
-            # What each key ends as: a key given twice counts like two writes in a row.
-            new: dict[tuple[str, str], tuple[Turn, str, list[PassageDraft]]] = {}
-            changed: dict[tuple[str, str], tuple[Turn, str, list[PassageDraft]]] = {}
-            for turn, digest, passages in turns:
-                key = (turn.session_id, turn.turn_uuid)
-                before = new.get(key) or changed.get(key)
-                old_digest = before[1] if before else stored[key][1] if key in stored else None
-                if old_digest == digest:
-                    result.unchanged += 1
-                elif old_digest is None:
-                    new[key] = (turn, digest, passages)
-                    result.added += 1
-                else:
-                    (new if key in new else changed)[key] = (turn, digest, passages)
-                    result.replaced += 1
-            if new:
-                salt = self._salt(cur)
-                sessions = sorted({t.session_id for t, _, _ in new.values()})
-                cur.execute(
-                    "INSERT INTO sessions SELECT %s, s, r FROM unnest(%s::text[], %s::text[]) "
-                    "AS x(s, r) ON CONFLICT DO NOTHING",
-                    (self.user, sessions, [session_ref(salt, s) for s in sessions]),
-                )
-                cur.execute(
-                    "INSERT INTO turns (user_id, session_id, turn_uuid, seq, ts, role, harness, "
-                    "blocks, content_hash, echo) SELECT %s, x.* FROM unnest(%s::text[], "
-                    "%s::text[], %s::int[], %s::timestamptz[], %s::text[], %s::text[], %s::text[], "
-                    "%s::text[], %s::boolean[]) AS x",
-                    (self.user, *_turn_columns(list(new.values()), echoes, with_key=True)),
-                )
-            if changed:
-                cur.execute(
-                    "DELETE FROM passages WHERE user_id = %s AND turn_id = ANY(%s::bigint[])",
-                    (self.user, [stored[key][0] for key in changed]),
-                )
-                cur.execute(
-                    "UPDATE turns t SET seq = x.seq, ts = x.ts, role = x.role, harness = x.harness, "
-                    "blocks = x.blocks, content_hash = x.content_hash, echo = x.echo "
-                    "FROM unnest(%s::bigint[], %s::int[], %s::timestamptz[], %s::text[], "
-                    "%s::text[], %s::text[], %s::text[], %s::boolean[]) "
-                    "AS x(id, seq, ts, role, harness, blocks, content_hash, echo) "
-                    "WHERE t.user_id = %s AND t.id = x.id",
-                    (
-                        [stored[key][0] for key in changed],
-                        *_turn_columns(list(changed.values()), echoes, with_key=False),
-                        self.user,
-                    ),
-                )
-            drafts = [
-                (turn.session_id, turn.turn_uuid, p.block_type, p.text, p.terms)
-                for turn, _, passages in [*new.values(), *changed.values()]
-                for p in passages
-            ]
-            if drafts:
-                cur.execute(
-                    "INSERT INTO passages (user_id, turn_id, block_type, text, terms) "
-                    "SELECT %s, t.id, x.block_type, x.text, x.terms FROM unnest(%s::text[], "
-                    "%s::text[], %s::text[], %s::text[], %s::text[]) WITH ORDINALITY "
-                    "AS x(session_id, turn_uuid, block_type, text, terms, n) "
-                    "JOIN turns t ON t.user_id = %s AND t.session_id = x.session_id "
-                    "AND t.turn_uuid = x.turn_uuid ORDER BY x.n",
-                    (self.user, *map(list, zip(*drafts, strict=True)), self.user),
-                )
-            if source is not None:
-                cur.execute(
-                    "INSERT INTO sources VALUES (%s, %s, %s, %s, %s, now()) "
-                    "ON CONFLICT (user_id, path) DO UPDATE SET size = excluded.size, "
-                    "mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256, indexed_at = now()",
-                    (self.user, source.path, source.size, source.mtime_ns, source.sha256),
-                )
-            if result.added or result.replaced:
-                cur.execute(
-                    "INSERT INTO meta VALUES (%s, 'last_written', %s) "
-                    "ON CONFLICT (user_id, key) DO UPDATE SET value = excluded.value",
-                    (self.user, _format(datetime.now(UTC))),
-                )
-        return result
+        }
 
-    def _salt(self, cur: psycopg.Cursor) -> str:
-        row = cur.execute(
+    def _write_changes(
+        self,
+        tx: psycopg.Cursor,
+        turns: list[TurnWrite],
+        changes: list[str],
+        stored: dict[tuple[str, str], tuple[int, str]],
+        echoes: frozenset[tuple[str, str]],
+    ) -> None:
+        """A few statements for the whole batch, each turn written once as it ends."""
+        new: dict[tuple[str, str], TurnWrite] = {}
+        changed: dict[tuple[str, str], TurnWrite] = {}
+        for write, change in zip(turns, changes, strict=True):
+            key = (write[0].session_id, write[0].turn_uuid)
+            if change == "added":
+                new[key] = write
+            elif change == "replaced":
+                (new if key in new else changed)[key] = write
+        if new:
+            salt = self._salt(tx)
+            sessions = sorted({t.session_id for t, _, _ in new.values()})
+            tx.execute(
+                "INSERT INTO sessions SELECT %s, s, r FROM unnest(%s::text[], %s::text[]) "
+                "AS x(s, r) ON CONFLICT DO NOTHING",
+                (self.user, sessions, [session_ref(salt, s) for s in sessions]),
+            )
+            tx.execute(
+                "INSERT INTO turns (user_id, session_id, turn_uuid, seq, ts, role, harness, "
+                "blocks, content_hash, echo) SELECT %s, x.* FROM unnest(%s::text[], "
+                "%s::text[], %s::int[], %s::timestamptz[], %s::text[], %s::text[], %s::text[], "
+                "%s::text[], %s::boolean[]) AS x",
+                (self.user, *_turn_columns(list(new.values()), echoes, with_key=True)),
+            )
+        if changed:
+            tx.execute(
+                "DELETE FROM passages WHERE user_id = %s AND turn_id = ANY(%s::bigint[])",
+                (self.user, [stored[key][0] for key in changed]),
+            )
+            tx.execute(
+                "UPDATE turns t SET seq = x.seq, ts = x.ts, role = x.role, harness = x.harness, "
+                "blocks = x.blocks, content_hash = x.content_hash, echo = x.echo "
+                "FROM unnest(%s::bigint[], %s::int[], %s::timestamptz[], %s::text[], "
+                "%s::text[], %s::text[], %s::text[], %s::boolean[]) "
+                "AS x(id, seq, ts, role, harness, blocks, content_hash, echo) "
+                "WHERE t.user_id = %s AND t.id = x.id",
+                (
+                    [stored[key][0] for key in changed],
+                    *_turn_columns(list(changed.values()), echoes, with_key=False),
+                    self.user,
+                ),
+            )
+        drafts = [
+            (turn.session_id, turn.turn_uuid, p.block_type, p.text, p.terms)
+            for turn, _, passages in [*new.values(), *changed.values()]
+            for p in passages
+        ]
+        if drafts:
+            tx.execute(
+                "INSERT INTO passages (user_id, turn_id, block_type, text, terms) "
+                "SELECT %s, t.id, x.block_type, x.text, x.terms FROM unnest(%s::text[], "
+                "%s::text[], %s::text[], %s::text[], %s::text[]) WITH ORDINALITY "
+                "AS x(session_id, turn_uuid, block_type, text, terms, n) "
+                "JOIN turns t ON t.user_id = %s AND t.session_id = x.session_id "
+                "AND t.turn_uuid = x.turn_uuid ORDER BY x.n",
+                (self.user, *map(list, zip(*drafts, strict=True)), self.user),
+            )
+
+    def _put_source(self, tx: psycopg.Cursor, source: SourceState) -> None:
+        tx.execute(
+            "INSERT INTO sources VALUES (%s, %s, %s, %s, %s, now()) "
+            "ON CONFLICT (user_id, path) DO UPDATE SET size = excluded.size, "
+            "mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256, indexed_at = now()",
+            (self.user, source.path, source.size, source.mtime_ns, source.sha256),
+        )
+
+    def _put_meta(self, tx: psycopg.Cursor, key: str, value: str) -> None:
+        tx.execute(
+            "INSERT INTO meta VALUES (%s, %s, %s) "
+            "ON CONFLICT (user_id, key) DO UPDATE SET value = excluded.value",
+            (self.user, key, value),
+        )
+
+    def _salt(self, tx: psycopg.Cursor) -> str:
+        row = tx.execute(
             "SELECT value FROM meta WHERE user_id = %s AND key = 'ref_salt'", (self.user,)
         ).fetchone()
         return row[0] if row else ""
@@ -903,16 +894,12 @@ def _utc(ts: datetime) -> datetime:
     return ts.astimezone(UTC)
 
 
-def _format(ts: datetime) -> str:
-    return _second(ts).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _vector(vector: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(vector, dtype=np.float32)
 
 
 def _turn_columns(
-    rows: list[tuple[Turn, str, list[PassageDraft]]],
+    rows: list[TurnWrite],
     echoes: frozenset[tuple[str, str]],
     *,
     with_key: bool,

@@ -32,13 +32,12 @@ from ireneo.store.base import (
     MemoryDraft,
     MemoryFilter,
     MemoryRecord,
-    PassageDraft,
     SourceState,
     Status,
     Store,
     StoredMemory,
-    StoreResult,
     TermStats,
+    TurnWrite,
 )
 from ireneo.store.layout import PassageRow
 from ireneo.store.rows import blocks as _blocks
@@ -336,7 +335,7 @@ class SQLiteStore(Store[sqlite3.Connection]):
 
     def set_meta(self, key: str, value: str) -> None:
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+            self._put_meta(self._db, key, value)
 
     # -- writes -----------------------------------------------------------------------------------
     def turn_hashes(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
@@ -351,77 +350,85 @@ class SQLiteStore(Store[sqlite3.Connection]):
                     out[(session_id, turn_uuid)] = row[0]
         return out
 
-    def write_turns(
+    # (write_turns is Store's: what each write does is decided there)
+    def _stored_turns(
+        self, tx: sqlite3.Connection, keys: list[tuple[str, str]]
+    ) -> dict[tuple[str, str], tuple[int, str]]:
+        """BEGIN IMMEDIATE already holds off every other writer."""
+        stored: dict[tuple[str, str], tuple[int, str]] = {}
+        for key in dict.fromkeys(keys):
+            row = tx.execute(
+                "SELECT id, content_hash FROM turns WHERE session_id = ? AND turn_uuid = ?", key
+            ).fetchone()
+            if row:
+                stored[key] = row
+        return stored
+
+    def _write_changes(
         self,
-        turns: list[tuple[Turn, str, list[PassageDraft]]],
-        source: SourceState | None = None,
-        echoes: frozenset[tuple[str, str]] = frozenset(),
-    ) -> StoreResult:
-        result = StoreResult()
-        salt = self.get_meta("ref_salt") or ""
+        tx: sqlite3.Connection,
+        turns: list[TurnWrite],
+        changes: list[str],
+        stored: dict[tuple[str, str], tuple[int, str]],
+        echoes: frozenset[tuple[str, str]],
+    ) -> None:
+        """One turn at a time, in order."""
+        salt = self._get_meta("ref_salt") or ""
+        ids = {key: turn_id for key, (turn_id, _) in stored.items()}
         held: Counter[str] = Counter()  # passages stored that hold each term, not yet counted
-        with self._transaction() as db:
-            for turn, content_hash, passages in turns:
-                row = db.execute(
-                    "SELECT id, content_hash FROM turns WHERE session_id = ? AND turn_uuid = ?",
-                    (turn.session_id, turn.turn_uuid),
-                ).fetchone()
-                if row and row[1] == content_hash:
-                    result.unchanged += 1
-                    continue
-                values = (
-                    turn.seq,
-                    format_ts(turn.ts),
-                    turn.role,
-                    turn.harness,
-                    _blocks_json(turn.blocks),
-                    content_hash,
-                    int((turn.session_id, turn.turn_uuid) in echoes),
+        for (turn, content_hash, passages), change in zip(turns, changes, strict=True):
+            if change == "unchanged":
+                continue
+            key = (turn.session_id, turn.turn_uuid)
+            values = (
+                turn.seq,
+                format_ts(turn.ts),
+                turn.role,
+                turn.harness,
+                _blocks_json(turn.blocks),
+                content_hash,
+                int(key in echoes),
+            )
+            if change == "replaced":
+                turn_id = ids[key]
+                _count_terms(tx, held)  # first: the deletion's trigger counts down
+                tx.execute("DELETE FROM passages WHERE turn_id = ?", (turn_id,))
+                tx.execute(
+                    "UPDATE turns SET seq = ?, ts = ?, role = ?, harness = ?, blocks = ?, "
+                    "content_hash = ?, echo = ? WHERE id = ?",
+                    (*values, turn_id),
                 )
-                if row:
-                    turn_id = row[0]
-                    _count_terms(db, held)  # first: the deletion's trigger counts down
-                    db.execute("DELETE FROM passages WHERE turn_id = ?", (turn_id,))
-                    db.execute(
-                        "UPDATE turns SET seq = ?, ts = ?, role = ?, harness = ?, blocks = ?, "
-                        "content_hash = ?, echo = ? WHERE id = ?",
-                        (*values, turn_id),
-                    )
-                    result.replaced += 1
-                else:
-                    db.execute(
-                        "INSERT OR IGNORE INTO sessions VALUES (?, ?)",
-                        (turn.session_id, _ref(salt, turn.session_id)),
-                    )
-                    turn_id = db.execute(
-                        "INSERT INTO turns (session_id, turn_uuid, seq, ts, role, harness, blocks, "
-                        "content_hash, echo) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (turn.session_id, turn.turn_uuid, *values),
-                    ).lastrowid
-                    result.added += 1
-                words = [p.terms.split() for p in passages]
-                db.executemany(
-                    "INSERT INTO passages (turn_id, block_type, text, terms, term_count) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    [
-                        (turn_id, p.block_type, p.text, p.terms, len(w))
-                        for p, w in zip(passages, words, strict=True)
-                    ],
+            else:
+                tx.execute(
+                    "INSERT OR IGNORE INTO sessions VALUES (?, ?)",
+                    (turn.session_id, _ref(salt, turn.session_id)),
                 )
-                for passage_words in words:
-                    held.update(set(passage_words))
-            _count_terms(db, held)
-            if source is not None:
-                db.execute(
-                    "INSERT OR REPLACE INTO sources VALUES (?, ?, ?, ?, datetime('now'))",
-                    (source.path, source.size, source.mtime_ns, source.sha256),
-                )
-            if result.added or result.replaced:
-                db.execute(
-                    "INSERT OR REPLACE INTO meta VALUES ('last_written', ?)",
-                    (format_ts(datetime.now().astimezone()),),
-                )
-        return result
+                turn_id = ids[key] = tx.execute(
+                    "INSERT INTO turns (session_id, turn_uuid, seq, ts, role, harness, blocks, "
+                    "content_hash, echo) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (turn.session_id, turn.turn_uuid, *values),
+                ).lastrowid
+            words = [p.terms.split() for p in passages]
+            tx.executemany(
+                "INSERT INTO passages (turn_id, block_type, text, terms, term_count) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [
+                    (turn_id, p.block_type, p.text, p.terms, len(w))
+                    for p, w in zip(passages, words, strict=True)
+                ],
+            )
+            for passage_words in words:
+                held.update(set(passage_words))
+        _count_terms(tx, held)
+
+    def _put_source(self, tx: sqlite3.Connection, source: SourceState) -> None:
+        tx.execute(
+            "INSERT OR REPLACE INTO sources VALUES (?, ?, ?, ?, datetime('now'))",
+            (source.path, source.size, source.mtime_ns, source.sha256),
+        )
+
+    def _put_meta(self, tx: sqlite3.Connection, key: str, value: str) -> None:
+        tx.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
     def source_state(self, path: str) -> SourceState | None:
         with self._lock:
