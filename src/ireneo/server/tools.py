@@ -518,6 +518,12 @@ def _register_recall_tools(mcp: FastMCP, recaller: Recaller, caller: Caller) -> 
 def _register_memory_tools(
     mcp: FastMCP, memory_tools: MemoryTools, caller: Caller, writer: Caller
 ) -> None:
+    _register_store(mcp, memory_tools, writer)
+    _register_search(mcp, memory_tools, caller)
+    _register_delete(mcp, memory_tools, caller)
+
+
+def _register_store(mcp: FastMCP, memory_tools: MemoryTools, writer: Caller) -> None:
     @mcp.tool(
         name="store_memory",
         description=STORE_DESCRIPTION,
@@ -551,6 +557,8 @@ def _register_memory_tools(
     ) -> str:
         return await memory_tools.store(writer, content, tags, importance, source)
 
+
+def _register_search(mcp: FastMCP, memory_tools: MemoryTools, caller: Caller) -> None:
     async def search_memories(
         query: str,
         limit: Annotated[int, Field(ge=1, le=50, description="Most memories to return.")] = 10,
@@ -574,6 +582,8 @@ def _register_memory_tools(
         output_schema=None,
     )(search_memories)
 
+
+def _register_delete(mcp: FastMCP, memory_tools: MemoryTools, caller: Caller) -> None:
     @mcp.tool(
         name="delete_memory",
         description=DELETE_DESCRIPTION,
