@@ -112,6 +112,11 @@ class TermStats:
     average_length: float
     document_frequency: dict[str, int]
 
+    @classmethod
+    def counted(cls, documents: int, terms: int, document_frequency: dict[str, int]) -> TermStats:
+        """From how many documents there are and how many terms they hold in all."""
+        return cls(documents, terms / documents if documents else 0.0, document_frequency)
+
 
 @dataclass(frozen=True)
 class Forgotten:

@@ -54,7 +54,7 @@ from ireneo.store.base import (
     TurnWrite,
 )
 from ireneo.store.layout import PassageRow
-from ireneo.store.rows import blocks, blocks_json, first_words, session_ref
+from ireneo.store.rows import blocks, blocks_json, first_words, session_ref, turn_text
 
 # Set first in every transaction: the user the policies admit, and where the tables are.
 _SCOPE = (
@@ -460,7 +460,7 @@ class PostgresStore(Store[psycopg.Cursor]):
         )
         df = dict(found)
         passages, total = corpus[0] if corpus else (0, 0)
-        return TermStats(passages, total / passages if passages else 0.0, df)
+        return TermStats.counted(passages, total, df)
 
     def _passage_counters(self) -> tuple[int, int]:
         row = self._one(
@@ -585,7 +585,7 @@ class PostgresStore(Store[psycopg.Cursor]):
             "(SELECT turn_id FROM returned WHERE user_id = %s AND at >= %s) ORDER BY id",
             (self.user, self.user, since),
         )
-        return [" ".join(block.text for block in blocks(value)) for (value,) in rows]
+        return [turn_text(value) for (value,) in rows]
 
     # -- forgetting (the flow is Store's) ----------------------------------------------------------
     # The rows and their index entries go in one transaction; the space they held is reused,
@@ -816,7 +816,7 @@ class PostgresStore(Store[psycopg.Cursor]):
                     (self.user, terms, terms),
                 ).fetchall()
             )
-        return TermStats(count, total / count if count else 0.0, df)
+        return TermStats.counted(count, total, df)
 
     def memory_lexical_search(
         self, terms: list[str], limit: int, filters: MemoryFilter

@@ -16,6 +16,11 @@ def blocks(value: str) -> tuple[Block, ...]:
     return tuple(Block(kind, text, tool) for kind, text, tool in json.loads(value))
 
 
+def turn_text(blocks_value: str) -> str:
+    """A turn's text, its blocks' joined by spaces."""
+    return " ".join(block.text for block in blocks(blocks_value))
+
+
 def first_words(blocks_value: str, limit: int = 80) -> str:
     text = " ".join(
         " ".join(b.text.split()) for b in blocks(blocks_value) if b.block_type == "text"

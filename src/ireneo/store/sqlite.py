@@ -44,6 +44,7 @@ from ireneo.store.rows import blocks as _blocks
 from ireneo.store.rows import blocks_json as _blocks_json
 from ireneo.store.rows import first_words as _first_words
 from ireneo.store.rows import session_ref as _ref
+from ireneo.store.rows import turn_text
 
 DB_NAME = "memory.db"
 
@@ -475,7 +476,7 @@ class SQLiteStore(Store[sqlite3.Connection]):
                     f"SELECT term, passages FROM term_df WHERE term IN ({marks})", terms
                 )
             )
-        return TermStats(passages, total / passages if passages else 0.0, df)
+        return TermStats.counted(passages, total, df)
 
     def _passage_counters(self) -> tuple[int, int]:
         with self._lock:
@@ -644,7 +645,7 @@ class SQLiteStore(Store[sqlite3.Connection]):
                 "(SELECT turn_id FROM returned WHERE at >= ?) ORDER BY id",
                 (format_ts(since),),
             ).fetchall()
-        return [" ".join(block.text for block in _blocks(row[0])) for row in rows]
+        return [turn_text(value) for (value,) in rows]
 
     # -- forgetting (the flow is Store's) -------------------------------------------------------
     def _conversation_ids(self, tx: sqlite3.Connection) -> list[str]:
@@ -857,7 +858,7 @@ class SQLiteStore(Store[sqlite3.Connection]):
                     f"SELECT term, doc FROM memories_vocab WHERE term IN ({marks})", terms
                 )
             )
-        return TermStats(count, total / count if count else 0.0, df)
+        return TermStats.counted(count, total, df)
 
     def memory_lexical_search(
         self, terms: list[str], limit: int, filters: MemoryFilter
