@@ -105,7 +105,9 @@ class Memory:
     def embedder(self) -> Embedder:
         with self._embedder_lock:
             if self._embedder is None:
-                self._embedder = load_embedder(self.model_name)
+                self._embedder = load_embedder(
+                    self.model_name, threads=self.settings.embed_threads
+                )
                 if self._embedder.name != self.model_name:  # a path resolves to local:<dir>
                     self.model_name = self._embedder.name
             return self._embedder
@@ -181,7 +183,7 @@ class Memory:
 
     def reembed(self, model: str, progress: indexing.Progress | None = None) -> int:
         """Replace every vector with one from `model` (the way out of a ModelMismatch)."""
-        embedder = load_embedder(model)
+        embedder = load_embedder(model, threads=self.settings.embed_threads)
         with self._embedder_lock:
             self.store.drop_vectors()
             self.store.set_meta("model", embedder.name)

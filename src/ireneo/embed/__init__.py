@@ -3,7 +3,7 @@
 Every embedder returns L2-normalised float32 vectors, so a dot product is a cosine, and splits
 a long text into pieces that fit its input. `load_embedder(name, threads=...)` gives one:
 the caller reads the settings (ireneo.config), and no IRENEO_* variable is read here but the
-model cache's place (ireneo.env).
+model cache's place (ireneo.config.model_cache).
 
 - base: the `Embedder` protocol and the helpers every model shares
 - split: a long text cut into verbatim, overlapping pieces that fit a model

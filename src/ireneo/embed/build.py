@@ -18,8 +18,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from ireneo.config import model_cache
 from ireneo.embed.fuse import fuse_layers
-from ireneo.env import model_cache
 
 BUILD = 2  # the 8-bit build's own version (2: attention and Gelu fused), in its cache name
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ireneo.env import model_cache
+from ireneo.config import model_cache
 from ireneo.store.saved import pack, unpack
 from ireneo.workers import usable_cores
 
