@@ -296,8 +296,8 @@ class Store(ABC, Generic[Tx]):
     def dense_scores(self, query: np.ndarray, passage_ids: np.ndarray) -> np.ndarray:
         """The cosine of each given passage, nan for one without a vector, from the vectors'
         copy as the last `dense_search` left it: a recall asks right after that search, and
-        bringing the copy up to date again was one more query on the path it waits on (0.6 ms
-        on PostgreSQL). A vector stored in between counts from the next recall."""
+        bringing the copy up to date again would be one more query on the path it waits on. A
+        vector stored in between counts from the next recall."""
         index, _ = self._vectors_kept.state()
         return index.cosines_of(np.asarray(query, dtype=np.float32), passage_ids)
 
@@ -353,7 +353,7 @@ class Store(ABC, Generic[Tx]):
         """Whether this process has yet to read the vectors' copy: a fresh process's first
         recall then reads it on the calling thread while the model loads on the query worker
         (search.window_scores); later recalls leave it to the worker, whose check of the
-        counters is a query (0.6 ms on PostgreSQL)."""
+        counters is a query."""
         return not self._vectors_kept.read
 
     def save_copies(self) -> None:

@@ -9,12 +9,11 @@ its policies are in pg_schema.py.
 Search reads, as in the embedded store, a copy kept in memory of where each passage sits and
 its terms (store/layout.py: BM25 candidates from its postings, with the per-user statistics
 that triggers keep in `term_df` and `corpus`) and of the user's vectors (store/vectors.py: exact
-dense search; measured at 60,000 vectors of 384 dimensions, ~3-20 ms against ~70-105 ms for
-pgvector's exact `ORDER BY embedding <#> query`, and an approximate index over every user's
-vectors loses rows under a user filter). Both are brought up to date from counters in `corpus`,
-and saved in `saved_copies` after indexing, so a replica's first recall of a user reads two
-values instead of every row (Store.save_copies). Vectors are pgvector `vector`s, normalised
-(inner product = cosine).
+dense search, far faster than pgvector's exact scan; an approximate index over every user's
+vectors loses rows under a user filter: docs/postgres.md). Both are brought up to date from
+counters in `corpus`, and saved in `saved_copies` after indexing, so a replica's first recall of
+a user reads two values instead of every row (Store.save_copies). Vectors are pgvector
+`vector`s, normalised (inner product = cosine).
 """
 
 from __future__ import annotations
@@ -212,10 +211,9 @@ class PostgresStore(Store[psycopg.Cursor]):
         """The rows of a long read (a memory's whole layout or vectors), fetched a chunk at a
         time through a server-side cursor, so they are never all held as Python objects.
 
-        Such a read takes all of a user's rows, which a hash join reads once; a nested loop,
-        planned from an estimate of a few rows (a user the statistics do not know yet, right
-        after a bulk import), compared every passage with every turn: 6.5 s against 65 ms to
-        read the layout of 3,000 conversations."""
+        Nested loops are off: such a read takes all of a user's rows, which a hash join reads
+        once, where a nested loop planned from too low an estimate (right after a bulk import)
+        compares every passage with every turn (docs/postgres.md, "Planner traps")."""
         with (
             storage_errors(),
             self._pool.connection() as conn,

@@ -623,8 +623,7 @@ class SQLiteStore(Store[sqlite3.Connection]):
     ) -> None:
         # What recall showed is a hint for telling echoes, written after every recall: it is
         # committed without waiting for the disk (the next durable commit or checkpoint writes
-        # it; a power cut may lose the last few). With a sync each, this write was a sixth of a
-        # server's recall time under load (bench/many_users.py, profiled).
+        # it; a power cut may lose the last few). A sync each was costly: docs/scaling.md.
         with self._lock:
             self._db.execute("PRAGMA synchronous=NORMAL")
             try:
