@@ -189,9 +189,10 @@ class Status:
 class Store(ABC, Generic[Tx]):
     """One memory's persistence. Implementations: SQLiteStore (embedded) and PostgresStore.
 
-    What both do the same (forgetting and its audit, the merge of a near-duplicate memory) is
-    written here once; each store gives the primitives it runs on (reads and writes of rows,
-    inside the transaction `_transaction` opens)."""
+    What both do the same is written here once: what a written turn does, whether a saved copy
+    may still be written, the forgets and their audit, the merge of a near-duplicate memory.
+    Each store gives the primitives these run on: reads and writes of rows, inside the
+    transaction `_transaction` opens (taking there any lock a rule needs)."""
 
     # each store's copies of its passages' layout and its vectors (store/kept.py)
     _layout: KeptCopy[PassageLayout]
@@ -219,10 +220,9 @@ class Store(ABC, Generic[Tx]):
         source: SourceState | None = None,
         echoes: frozenset[tuple[str, str]] = frozenset(),
     ) -> StoreResult:
-        """Insert or replace `(turn, content_hash, passages)` in one transaction (with `source`);
-        what each write does is `turn_changes`'. A turn written whose `(session_id, turn_uuid)`
-        is in `echoes` is flagged as a recall echo (`Turn.echo`); an unchanged turn keeps its
-        flag."""
+        """Insert or replace `(turn, content_hash, passages)` in one transaction (with `source`),
+        each as `turn_changes` decides. A turn written whose `(session_id, turn_uuid)` is in
+        `echoes` is flagged as a recall echo (`Turn.echo`); an unchanged turn keeps its flag."""
         with self._transaction() as tx:
             stored = self._stored_turns(tx, [(t.session_id, t.turn_uuid) for t, _, _ in turns])
             changes = turn_changes(turns, {key: digest for key, (_, digest) in stored.items()})
