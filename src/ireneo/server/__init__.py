@@ -1,3 +1,8 @@
-"""The recall server: keyed ingest (`POST /turns`), authenticated MCP tools (`/mcp`), and the
-per-user debounced indexer. `ireneo.server.app.create_app(settings)` builds it; `ireneo serve`
-runs it. Nothing is imported here, so that `ireneo.server.commands` stays cheap to import."""
+"""The recall server: keyed ingest (`POST /turns`), authenticated MCP tools (`/mcp`), the chat
+loop, forgetting, the inspector, and the per-user debounced indexer.
+
+`app.create_app(settings)` wires it: `build_state` makes each part from the settings, `routes`
+lists the plain HTTP routes, `lifespan` runs the background jobs. The MCP tools live in
+`tools`, every bound and timeout they apply in `limits.Limits`, the open memories in
+`memories.MemoryRegistry`; `ireneo serve` and `ireneo mcp` (`commands`, `stdio`) run it.
+Nothing is imported here, so that `ireneo.server.commands` stays cheap to import."""
