@@ -340,22 +340,15 @@ class SQLiteStore(Store[sqlite3.Connection]):
 
     # -- writes -----------------------------------------------------------------------------------
     def turn_hashes(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
-        out: dict[tuple[str, str], str] = {}
         with self._lock:
-            for session_id, turn_uuid in keys:
-                row = self._db.execute(
-                    "SELECT content_hash FROM turns WHERE session_id = ? AND turn_uuid = ?",
-                    (session_id, turn_uuid),
-                ).fetchone()
-                if row:
-                    out[(session_id, turn_uuid)] = row[0]
-        return out
+            stored = self._stored_turns(self._db, keys)
+        return {key: digest for key, (_, digest) in stored.items()}
 
     # (write_turns is Store's: what each write does is decided there)
     def _stored_turns(
         self, tx: sqlite3.Connection, keys: list[tuple[str, str]]
     ) -> dict[tuple[str, str], tuple[int, str]]:
-        """BEGIN IMMEDIATE already holds off every other writer."""
+        """In a transaction, BEGIN IMMEDIATE already holds off every other writer."""
         stored: dict[tuple[str, str], tuple[int, str]] = {}
         for key in dict.fromkeys(keys):
             row = tx.execute(
