@@ -669,6 +669,13 @@ class Store(ABC, Generic[Tx]):
         raise NotImplementedError(f"{type(self).__name__} keeps no explicit memories")
 
 
+def id_matrix(rows: list[tuple[str, np.ndarray]]) -> tuple[list[str], np.ndarray]:
+    """`(id, vector)` rows as their ids and one matrix of their vectors (0 x 0 when none)."""
+    if not rows:
+        return [], np.zeros((0, 0), dtype=np.float32)
+    return [key for key, _ in rows], np.vstack([vector for _, vector in rows])
+
+
 def _array_bytes(copy: object, depth: int = 2) -> int:
     """The bytes of the numpy arrays a copy holds (and of the arrays and names its parts hold):
     an estimate, which leaves out Python's own overheads but for a flat 64 bytes a name."""

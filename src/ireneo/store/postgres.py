@@ -51,6 +51,7 @@ from ireneo.store.base import (
     StoredMemory,
     TermStats,
     TurnWrite,
+    id_matrix,
 )
 from ireneo.store.layout import PassageRow
 from ireneo.store.rows import blocks, blocks_json, first_words, session_ref, turn_text
@@ -841,9 +842,7 @@ class PostgresStore(Store[psycopg.Cursor]):
             + "ORDER BY m.id",
             {"u": self.user, "model": model, **params},
         )
-        if not rows:
-            return [], np.zeros((0, 0), dtype=np.float32)
-        return [memory_id for memory_id, _ in rows], np.vstack([v.to_numpy() for _, v in rows])
+        return id_matrix([(memory_id, vector.to_numpy()) for memory_id, vector in rows])
 
     def memories_unembedded(self, model: str, limit: int) -> list[tuple[str, str]]:
         return self._all(

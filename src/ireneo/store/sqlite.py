@@ -38,6 +38,7 @@ from ireneo.store.base import (
     StoredMemory,
     TermStats,
     TurnWrite,
+    id_matrix,
 )
 from ireneo.store.layout import PassageRow
 from ireneo.store.rows import blocks as _blocks
@@ -875,10 +876,7 @@ class SQLiteStore(Store[sqlite3.Connection]):
                 "WHERE v.model = ? " + (f"AND {where} " if where else "") + "ORDER BY m.id",
                 (model, *params),
             ).fetchall()
-        if not rows:
-            return [], np.zeros((0, 0), dtype=np.float32)
-        matrix = np.vstack([np.frombuffer(blob, dtype="<f4") for _, blob in rows])
-        return [memory_id for memory_id, _ in rows], matrix
+        return id_matrix([(mid, np.frombuffer(blob, dtype="<f4")) for mid, blob in rows])
 
     def memories_unembedded(self, model: str, limit: int) -> list[tuple[str, str]]:
         with self._lock:
