@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import re
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
+from ireneo.config import Settings
 from ireneo.demo import DemoServer, find_data, load_conversations
 from ireneo.echoes import overlap, trigrams
 
@@ -66,10 +67,10 @@ def todo_body(answer: str) -> dict:
     }
 
 
-def run(answer: str, detect: bool) -> dict:
-    os.environ["IRENEO_ECHO_OVERLAP"] = "0.5" if detect else "0"
+def run(answer: str, detect: bool, settings: Settings) -> dict:
+    echoes = replace(settings.echo_policy, overlap=0.5 if detect else 0.0)
     with tempfile.TemporaryDirectory() as tmp:
-        server = DemoServer(Path(tmp))
+        server = DemoServer(Path(tmp), settings.with_(echo_policy=echoes))
         try:
             for body in load_conversations(find_data()):
                 server.post(body)
@@ -99,6 +100,7 @@ def _ref_of(server: DemoServer) -> str:
 
 def main() -> None:
     argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args()
+    settings = Settings.from_env()
     print(f"{len(PROBES)} queries, top 3 hits each ({3 * len(PROBES)} slots)")
     print(
         "| answer | trigram overlap | echo detection | hits from the to-do answer | from its sources |"
@@ -106,7 +108,7 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for label, answer in ANSWERS.items():
         for detect in (False, True):
-            c = run(answer, detect)
+            c = run(answer, detect, settings)
             print(
                 f"| {label} | {c['overlap']:.2f} | {'on' if detect else 'off'} | {c['todo']} | "
                 f"{c['sources']} |"

@@ -17,6 +17,7 @@ import statistics
 import time
 
 from ireneo import Memory
+from ireneo.config import Settings
 
 
 def main() -> None:
@@ -30,7 +31,7 @@ def main() -> None:
     typings = {"written": str, "lowercase": str.lower}
     seconds: dict[str, list[float]] = {typing: [] for typing in typings}
     ranks: dict[tuple[str, str], list[int]] = {}
-    with Memory(args.home) as memory:
+    with Memory(args.home, settings=Settings.from_env()) as memory:
         memory.recall(questions[0]["long"], k=args.k)  # load the model and the copies in RAM
         for question in questions:
             for form in ("long", "short"):

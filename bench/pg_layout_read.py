@@ -19,6 +19,7 @@ from itertools import groupby
 
 from ireneo import Memory
 from ireneo.benchmark.generate import generate
+from ireneo.config import Settings
 
 
 def main() -> None:
@@ -28,12 +29,13 @@ def main() -> None:
     args = parser.parse_args()
     history = generate(args.conversations, lang="en", family="A", seed=0, questions=1)
     user = f"layout-read-{uuid.uuid4().hex[:8]}"
-    with Memory(database=args.database_url, user=user) as memory:
+    settings = Settings.from_env()
+    with Memory(database=args.database_url, user=user, settings=settings) as memory:
         for _, turns in groupby(history.turns, key=lambda turn: turn.session_id):
             memory.store_turns(list(turns))
     reads = []
     for _ in range(3):
-        with Memory(database=args.database_url, user=user) as memory:
+        with Memory(database=args.database_url, user=user, settings=settings) as memory:
             started = time.perf_counter()
             memory.store.layout()
             reads.append(round((time.perf_counter() - started) * 1000, 1))

@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ireneo import Memory, search
+from ireneo.config import Settings
 from ireneo.store import Filters
 
 
@@ -44,7 +45,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.switch_interval:
         sys.setswitchinterval(args.switch_interval / 1000)
-    memory = Memory(args.home)
+    memory = Memory(args.home, settings=Settings.from_env())
     asked = json.loads(Path(args.questions).read_text(encoding="utf-8"))
     queries = [q["long"] for q in asked] + [q["short"] for q in asked]
     embed = memory.embedder.embed_query

@@ -17,6 +17,7 @@ import statistics
 import time
 
 from ireneo import Memory
+from ireneo.config import Settings
 
 
 def main() -> None:
@@ -31,7 +32,7 @@ def main() -> None:
     asked = [(q[form], q["session_id"]) for q in questions for form in ("long", "short")]
     seconds: dict[str, list[float]] = {"none": [], args.rerank: []}
     ranks: dict[str, list[int]] = {"none": [], args.rerank: []}
-    with Memory(args.home) as memory:
+    with Memory(args.home, settings=Settings.from_env()) as memory:
         memory.recall(asked[0][0], k=args.k)  # load the model and the copies in RAM
         for query, session_id in asked:
             for rerank in seconds:

@@ -35,6 +35,7 @@ import psycopg
 
 from ireneo import Memory
 from ireneo.benchmark.generate import generate
+from ireneo.config import Settings
 
 
 def measure(memory: Memory, history, seed: int) -> dict[str, float]:
@@ -76,8 +77,10 @@ def measure(memory: Memory, history, seed: int) -> dict[str, float]:
 FRESH_RECALL = """
 import sys, time
 from ireneo import Memory
+from ireneo.config import Settings
 home, database, user, query = sys.argv[1:]
-with Memory(home or None, database=database or None, user=user or None) as memory:
+opened = {"database": database or None, "user": user or None, "settings": Settings.from_env()}
+with Memory(home or None, **opened) as memory:
     started = time.perf_counter()
     memory.recall(query, k=8)
 print((time.perf_counter() - started) * 1000)
@@ -126,6 +129,7 @@ def main() -> None:
     args = parser.parse_args()
     history = generate(args.conversations, lang="en", family="A", seed=0, questions=args.questions)
     out: dict = {"conversations": args.conversations}
+    settings = Settings.from_env()
     query = history.questions[0].short
     with tempfile.TemporaryDirectory(prefix="ireneo-store-latency-") as scratch:
         stores = {
@@ -136,7 +140,7 @@ def main() -> None:
             },
         }
         for name, opened in stores.items():
-            with Memory(**opened) as memory:
+            with Memory(**opened, settings=settings) as memory:
                 out[name] = measure(memory, history, 0)
             out[name].update(compare_fresh(opened, query))
     json.dump(out, sys.stdout, indent=1)

@@ -330,7 +330,9 @@ def score(memory: Memory, question: Question) -> Scored:
 
 def offtopic_queries(lang: str) -> list[str]:
     """The questions about subjects absent from every benchmark memory, in `lang`."""
-    text = resources.files("ireneo.benchmark").joinpath(f"data/offtopic_{lang}.txt").read_text("utf-8")
+    text = (
+        resources.files("ireneo.benchmark").joinpath(f"data/offtopic_{lang}.txt").read_text("utf-8")
+    )
     return [line.strip() for line in text.splitlines() if line.strip() and line[0] != "#"]
 
 
@@ -421,6 +423,7 @@ def _unseen(label: str, steps: int | None) -> Callable[[], None]:
 def run(config: LocomoConfig, stage: Stage = _unseen) -> dict:
     """Index each sample, score its questions, measure nothing-relevant; the report document."""
     samples = load(config.path, config.samples)
+    settings = Settings.from_env()  # a door, as the CLI is: its memories read the environment
     load_embedder(config.model)  # an 8-bit build is made once, before anything is timed
     scored: list[Scored] = []
     nothing = Nothing()
@@ -429,7 +432,7 @@ def run(config: LocomoConfig, stage: Stage = _unseen) -> dict:
     with tempfile.TemporaryDirectory(prefix="ireneo-locomo-") as scratch:
         for sample in samples:
             home = Path(scratch) / sample.sample_id
-            with Memory(home, model=config.model) as memory:
+            with Memory(home, settings=settings, model=config.model) as memory:
                 stage(f"{sample.sample_id}: indexing {len(sample.turns):,} turns", None)
                 started = time.perf_counter()
                 memory.store_turns(sample.turns)
@@ -448,16 +451,20 @@ def run(config: LocomoConfig, stage: Stage = _unseen) -> dict:
                 scored += mine
         together = None
         if config.together and len(samples) > 1:
-            together = nothing_together(Path(scratch) / "together", samples, config.model, stage)
+            together = nothing_together(
+                Path(scratch) / "together", samples, settings, config.model, stage
+            )
     return document(config, samples, scored, nothing, index_s, model, together)
 
 
-def nothing_together(home: Path, samples: list[Sample], model: str | None, stage: Stage) -> Nothing:
+def nothing_together(
+    home: Path, samples: list[Sample], settings: Settings, model: str | None, stage: Stage
+) -> Nothing:
     """ "Nothing relevant", both ways, in one memory holding every sample's sessions."""
     turns = [turn for sample in samples for turn in sample.turns]
     questions = [question for sample in samples for question in sample.questions]
     into = Nothing()
-    with Memory(home, model=model) as memory:
+    with Memory(home, settings=settings, model=model) as memory:
         stage(f"all {len(samples)} samples in one memory: indexing {len(turns):,} turns", None)
         memory.store_turns(turns)
         memory.embed_pending()

@@ -6,7 +6,8 @@ machine's speed here changes by the hour.
 
     python -m ireneo.benchmark.probe HOME QUESTIONS.json   → one JSON object on stdout
 
-HOME `-`: the memory that IRENEO_DATABASE_URL and IRENEO_USER name.
+HOME `-`: the memory that IRENEO_DATABASE_URL and IRENEO_USER name (read, with every other
+setting, by `Settings.from_env()`, as the CLI reads them).
 
 Run as its own process so that its memory is what a server holding this memory would hold.
 """
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from ireneo import privacy
 from ireneo.benchmark.run import method_funes_rrf
+from ireneo.config import Settings
 from ireneo.memory import Memory
 from ireneo.model import Block, Turn
 
@@ -42,8 +44,8 @@ def percentile(values: list[float], q: float) -> float:
     )
 
 
-def probe(home: Path | None, questions: list[dict]) -> dict[str, float]:
-    with Memory(home) as memory:
+def probe(home: Path | None, questions: list[dict], settings: Settings) -> dict[str, float]:
+    with Memory(home, settings=settings) as memory:
         # as a running server would be: its recall path warm, its secret detectors compiled
         memory.recall("warm up", k=8)
         privacy.load_detectors()
@@ -115,4 +117,4 @@ def time_to_searchable(memory: Memory) -> dict[str, float]:
 if __name__ == "__main__":
     home = None if sys.argv[1] == "-" else Path(sys.argv[1])
     questions = json.loads(Path(sys.argv[2]).read_text())
-    print(json.dumps(probe(home, questions)))
+    print(json.dumps(probe(home, questions, Settings.from_env())))

@@ -29,6 +29,7 @@ from pathlib import Path
 from ireneo import search
 from ireneo.analyze import query_terms
 from ireneo.benchmark.generate import Question, generate, write_funes_jsonl, write_questions
+from ireneo.config import Settings
 from ireneo.embed import DEFAULT_MODEL, load_embedder
 from ireneo.memory import Memory
 from ireneo.model import Hit
@@ -279,6 +280,9 @@ def _unseen(label: str, steps: int | None) -> Callable[[], None]:
 
 
 def run(config: Config, stage: Stage = _unseen) -> list[Run]:
+    # The bench is a door, as the CLI is: its memories take the environment's settings, as the
+    # `ireneo index` and `ireneo recall` children it times do.
+    settings = Settings.from_env()
     # A model's 8-bit build is made once per machine, by whichever process loads it first: here,
     # not inside the first index timed, whose peak RSS it would be counted in.
     load_embedder(config.model)
@@ -286,11 +290,19 @@ def run(config: Config, stage: Stage = _unseen) -> list[Run]:
     with tempfile.TemporaryDirectory(prefix="ireneo-bench-") as scratch:
         for lang in config.langs:
             for size in config.sizes:
-                runs.append(run_one(config, lang, size, Path(scratch) / f"{lang}-{size}", stage))
+                scratch_one = Path(scratch) / f"{lang}-{size}"
+                runs.append(run_one(config, settings, lang, size, scratch_one, stage))
     return runs
 
 
-def run_one(config: Config, lang: str, size: int, scratch: Path, stage: Stage = _unseen) -> Run:
+def run_one(
+    config: Config,
+    settings: Settings,
+    lang: str,
+    size: int,
+    scratch: Path,
+    stage: Stage = _unseen,
+) -> Run:
     name = f"{lang} {size:,}"
     stage(f"{name}: writing the history", None)
     history = generate(
@@ -302,7 +314,7 @@ def run_one(config: Config, lang: str, size: int, scratch: Path, stage: Stage = 
     result = Run(lang, size)
     stage(f"{name}: indexing its {len(history.turns):,} turns (in a child)", None)
     result.perf.update(index_cost(home, source, config.model))
-    with Memory(home, model=config.model) as memory:
+    with Memory(home, settings=settings, model=config.model) as memory:
         advance = stage(f"{name}: questions, every method", len(history.questions))
         result.accuracy = accuracy(memory, history.questions, advance)
         result.perf["disk_mb"] = memory.status().disk_bytes / 2**20
@@ -317,13 +329,21 @@ def run_one(config: Config, lang: str, size: int, scratch: Path, stage: Stage = 
         stage(f"{name}: the same in PostgreSQL", None)
         result.stores = {
             "sqlite": {**result.perf, **_ireneo_accuracy(result.accuracy)},
-            "postgresql": postgres_run(config, lang, size, source, scratch, history.questions),
+            "postgresql": postgres_run(
+                config, settings, lang, size, source, scratch, history.questions
+            ),
         }
     return result
 
 
 def postgres_run(
-    config: Config, lang: str, size: int, source: Path, scratch: Path, questions: list[Question]
+    config: Config,
+    settings: Settings,
+    lang: str,
+    size: int,
+    source: Path,
+    scratch: Path,
+    questions: list[Question],
 ) -> dict[str, float]:
     """The same history in PostgreSQL, as a user of its own, measured as the SQLite one is."""
     assert config.database_url is not None
@@ -331,7 +351,9 @@ def postgres_run(
     env = {**os.environ, "IRENEO_DATABASE_URL": config.database_url, "IRENEO_USER": user}
     env.pop("IRENEO_HOME", None)
     perf = index_cost(None, source, config.model, env)
-    with Memory(database=config.database_url, user=user, model=config.model) as memory:
+    with Memory(
+        database=config.database_url, user=user, settings=settings, model=config.model
+    ) as memory:
         table = accuracy(memory, questions, lambda: None, methods=("ireneo",))
         perf["disk_mb"] = memory.status().disk_bytes / 2**20
     _, _, out = child("ireneo.benchmark.probe", ["-", str(scratch / "questions.json")], env)
@@ -358,7 +380,7 @@ def save(runs: list[Run], config: Config, started: str) -> Path:
         "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0]},
         "model": config.model or DEFAULT_MODEL,
         # every Memory the run opens, in process and in its children, reads it
-        "rerank": os.environ.get("IRENEO_RERANK") or "none",
+        "rerank": Settings.from_env().rerank or "none",
         "runs": [asdict(r) for r in runs],
     }
     (config.out / "latest.json").write_text(json.dumps(document, indent=1))
