@@ -173,6 +173,9 @@ class EchoPolicy:
 
 @dataclass(frozen=True)
 class Settings:
+    """Everything ireneo can be configured with; `Settings()` holds the built-in defaults and
+    `from_env()` the environment's values (docs/install.md lists each variable)."""
+
     home: Path = field(default_factory=default_home)
     dev: bool = False
     ingest_key: str | None = field(default=None, repr=False)
