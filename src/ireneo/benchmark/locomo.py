@@ -6,7 +6,7 @@ long two-person chats with questions whose evidence is a list of turns ("D1:3").
 becomes one memory (SQLite, temporary), each session a conversation. For every question with
 evidence (categories 1-4) the bench asks what `recall_my_conversations` answers (the same
 function: k hits, their context, the character budget) and counts the evidence turns among the
-turns that answer shows. The baselines of `bench.run` (BM25; BM25 top-30 + dense top-30, RRF
+turns that answer shows. The baselines of `benchmark.run` (BM25; BM25 top-30 + dense top-30, RRF
 k=60) show their ranked turns with ±1 neighbours, in rank order, until they have shown as many
 turns as ireneo did for that question. recall@10 is the share of evidence among the first 10
 turns shown, each method asked for enough hits to show them.
