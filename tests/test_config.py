@@ -31,10 +31,6 @@ def test_the_table_of_variables_lists_exactly_what_config_reads():
     assert set(rows) - set(read) == set(), "in docs/install.md, read nowhere"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ireneo.benchmark.run reads IRENEO_RERANK itself; its edge is to pass Settings.from_env()",
-)
 def test_no_other_module_reads_an_ireneo_variable():
     reads = re.compile(r"""(environ\.get\(|environ\[|getenv\()\s*["']IRENEO_""")
     offenders = [
