@@ -9,7 +9,7 @@ from ireneo.embed import load_embedder
 from ireneo.errors import ModelMismatch
 from ireneo.store import Filters
 from ireneo.store.sqlite import SQLiteStore
-from tests.conftest import SAMPLES, conversation
+from tests.conftest import SAMPLES, conversation, turn_line, write_jsonl
 
 
 @pytest.fixture
@@ -441,3 +441,25 @@ def test_a_name_written_with_a_number_after_it_is_another_place(memory, tmp_path
     assert memory.recall("Riverside Plant 2 conveyor repair decision", k=1)[0].session_id != "plain"
     monkeypatch.setattr(search, "NAME_CHECK_DEPTH", 0)  # without reading the texts
     assert memory.recall(query, k=1)[0].session_id != "plain"
+
+
+def test_a_question_about_a_person_finds_the_turns_they_speak(memory, tmp_path, monkeypatch):
+    """In a chat between people the speaker is the turn's role: "What did Caroline start?"
+    asks about Caroline's turns, which do not write her name; the turn that says it to her does."""
+    from ireneo.formats import funes_jsonl
+
+    chats = {  # the same words, said by Melanie in one chat and by Caroline in the other
+        "a-melanie": [("Melanie", "I started a pottery class last week."), ("John", "Fun!")],
+        "b-caroline": [("Caroline", "I started a pottery class last week."), ("John", "Fun!")],
+        "greeting": [("Melanie", "Hi Caroline, how was the weekend?"), ("Caroline", "Quiet.")],
+    }
+    for n in range(6):
+        chats[f"other{n}"] = [("Melanie", f"The bus {n} was late again."), ("John", "Oh no.")]
+    for session_id, said in chats.items():
+        lines = [turn_line(session_id, i, text, role=role) for i, (role, text) in enumerate(said)]
+        path = write_jsonl(tmp_path / f"{session_id}.funes.jsonl", lines)
+        memory.store_turns(funes_jsonl.read_file(path))
+    query = "When did Caroline start a pottery class?"
+    assert memory.recall(query, k=1)[0].session_id == "b-caroline"
+    monkeypatch.setattr(search, "_add_speakers", lambda *args: None)  # by the text alone
+    assert memory.recall(query, k=1)[0].session_id != "b-caroline"

@@ -165,6 +165,7 @@ def window_scores(
     )
     turns = _turn_features(layout, near, counts, cosines, seeds, filters)
     centres = _centres(turns, radius)
+    _add_speakers(turns, layout, lexical, hangul)
     keys, window, own = _fuse_windows(turns, centres, radius, stats, lexical, fusion, median)
     if fusion.name_weight and lexical.names:
         unnumbered = [name.terms for name in lexical.names if _unnumbered(name.terms, sequence)]
@@ -426,6 +427,7 @@ class _Turns:
     cosines: np.ndarray  # best cosine of its passages; nan when none is embedded yet
     seeded: np.ndarray  # holds a candidate passage
     admitted: np.ndarray  # the time, role and conversation filters admit it as a hit
+    roles: np.ndarray  # who spoke it: the layout's role code
 
 
 def _counts(layout: PassageLayout, near: np.ndarray, lexical: LexicalQuery) -> np.ndarray:
@@ -459,7 +461,10 @@ def _turn_features(
     seeded = np.zeros(len(keys), dtype=bool)
     seeded[turn_of[np.isin(near, seeds)]] = True
     admitted = layout.admitted(near[first], filters)  # the filters are of turns
-    return _Turns(keys, turn_counts.reshape(len(keys), width), lengths, best, seeded, admitted)
+    roles = layout.roles[near[first]]
+    return _Turns(
+        keys, turn_counts.reshape(len(keys), width), lengths, best, seeded, admitted, roles
+    )
 
 
 def _centres(turns: _Turns, radius: int) -> np.ndarray:
@@ -518,6 +523,22 @@ def _fuse_windows(
         fusion.lexical_weight,
     )
     return centres, window, own
+
+
+def _add_speakers(
+    turns: _Turns, layout: PassageLayout, lexical: LexicalQuery, hangul: Hangul
+) -> None:
+    """Count a name the query mentions in each turn its person speaks, as if the turn wrote
+    it: in a chat between people ("Caroline", "Melanie") a question about what Caroline did
+    asks about her turns, which rarely write her own name (docs/ranking.md)."""
+    if not lexical.names:
+        return
+    roles = layout.names.names  # roles and block types share these codes
+    spoken = {code: terms(role, hangul) for code, role in enumerate(roles)}
+    for name in lexical.names:
+        codes = [code for code, said in spoken.items() if said == name.terms]
+        if codes:
+            turns.counts[np.ix_(np.isin(turns.roles, codes), name.columns)] += 1
 
 
 def _answers(
