@@ -119,10 +119,6 @@ def test_the_server_stores_ingested_turns_redacted(tmp_path):
         srv.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the server's registry opens memories without the settings (server/app.py build_state)",
-)
 def test_a_server_with_redaction_off_stores_turns_as_sent(tmp_path):
     """IRENEO_REDACT=0 reaches the server's memories through its settings."""
     from tests.conftest_server import RunningServer, make_settings

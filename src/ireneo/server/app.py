@@ -34,6 +34,7 @@ from ireneo.config import Settings
 from ireneo.embed import DEFAULT_MODEL, load_embedder
 from ireneo.extras import MissingExtra
 from ireneo.memories import utc_now
+from ireneo.memory import Memory
 from ireneo.server.auth import IreneoJWTVerifier, build_verifier, caller_user
 from ireneo.server.chat import ChatRoutes
 from ireneo.server.deadlines import BodyDeadline, read_deadline_protocol
@@ -140,6 +141,7 @@ def build_state(settings: Settings, clock: Clock) -> ServerState:
         budget_bytes=settings.max_open_mb * 2**20,
         model=settings.model,
         rerank=settings.rerank,
+        opener=functools.partial(Memory, settings=settings),
         database=pool,
     )
     indexer = _indexer(settings, registry, pool)
@@ -227,7 +229,7 @@ def lifespan(state: ServerState) -> Callable[[FastMCP], AbstractAsyncContextMana
         jobs = [
             loop.create_task(job)
             for job in (
-                _warm_up(settings.model, redact=settings.redact),
+                _warm_up(settings.model, redact=settings.redact, threads=settings.embed_threads),
                 state.indexer.catch_up(),
                 state.expiry.run_forever(),
                 state.retention.run_forever(),
@@ -314,7 +316,7 @@ def _indexer(
     )
 
 
-async def _warm_up(name: str | None, *, redact: bool = True) -> None:
+async def _warm_up(name: str | None, *, redact: bool = True, threads: int | None = None) -> None:
     """Load at start what the first post would otherwise wait for: the secret detectors and the
     embedding model. An operator learns at once, in one log line, that the model cannot load
     (recall then answers with the fail-soft sentence and ingest with 503 until it can: each
@@ -322,7 +324,7 @@ async def _warm_up(name: str | None, *, redact: bool = True) -> None:
     if redact:
         await asyncio.to_thread(privacy.load_detectors)
     try:
-        embedder = await asyncio.to_thread(load_embedder, name)
+        embedder = await asyncio.to_thread(load_embedder, name, threads=threads)
     except Exception as exc:
         log_event(
             log,

@@ -21,9 +21,9 @@ from ireneo.server.tools import MemoryTools, Recaller, ToolCalls, register_tools
 class SingleMemory:
     """The one memory in `home`, opened on first use; absent until that directory exists."""
 
-    def __init__(self, home: Path, *, model: str | None = None, rerank: str | None = None):
+    def __init__(self, home: Path, settings: Settings):
         self.home = Path(home)
-        self.model, self.rerank = model, rerank
+        self.settings = settings
         self._memory: Memory | None = None
         self._lock = threading.Lock()
 
@@ -31,7 +31,7 @@ class SingleMemory:
     def lease(self, *, create: bool = False) -> Iterator[Memory | None]:
         with self._lock:
             if self._memory is None and (create or self.home.exists()):
-                self._memory = Memory(self.home, model=self.model, rerank=self.rerank)
+                self._memory = Memory(self.home, settings=self.settings)
             memory = self._memory
         yield memory
 
@@ -44,7 +44,7 @@ class SingleMemory:
 
 def create_stdio_server(settings: Settings) -> FastMCP:
     """The MCP tools on the one memory in `settings.home`, within the settings' limits."""
-    single = SingleMemory(settings.home, model=settings.model, rerank=settings.rerank)
+    single = SingleMemory(settings.home, settings)
     calls = ToolCalls(Limits.from_settings(settings))
 
     @asynccontextmanager
