@@ -3,8 +3,8 @@
 It starts the real server (`create_app` under uvicorn, on 127.0.0.1 and a free port) on a
 temporary home with a fresh ingest key and token secret, and plays the chat gateway: it posts
 alice's six conversations and bob's one (examples/two_weeks/) after every turn, the whole
-conversation so far each time. When indexing is done it asks the questions of the 000 seed
-through `recall_my_conversations` over MCP, with alice's and bob's bearer tokens, and prints
+conversation so far each time. When indexing is done it asks the questions the example was written
+for through `recall_my_conversations` over MCP, with alice's and bob's bearer tokens, and prints
 what an agent would receive, with the facts each answer should hold.
 
     from ireneo.demo import run_demo

@@ -1,4 +1,4 @@
-"""The chat loop (the 004 seed's MemoryDesk): recall, prompt, retain; and its audit route.
+"""The chat loop: recall, prompt, retain; and its audit route.
 
 `POST /chat {customer_id, message}` (header `x-ingest-key`, the gateway's key):
 
@@ -166,7 +166,6 @@ class ChatRoutes:
             if settings.llm_base_url and settings.llm_model
             else None
         )
-        self.model_failures = 0  # for tests
 
     # -- POST /chat -------------------------------------------------------------------------
     async def chat(self, request: Request) -> JSONResponse:
@@ -190,7 +189,6 @@ class ChatRoutes:
         try:
             reply = await self.model.reply(messages)
         except (TimeoutError, ModelError) as exc:
-            self.model_failures += 1
             fields["outcome"] = "model_timeout" if isinstance(exc, TimeoutError) else "model_error"
             if isinstance(exc, ModelError):
                 fields["error"] = str(exc)  # e.g. "status 401": never text of the exchange

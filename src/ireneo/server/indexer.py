@@ -10,7 +10,9 @@ Recall never waits for any of this: stored turns are keyword-searchable at once.
 A run that fails because the disk is full is tried again every `full_retry` seconds until it
 succeeds, so vectors come once space is back, without a restart or another post.
 
-The counters (`runs`, `overlaps`, `events`) are there for tests and logs.
+What it did is kept as it goes: `runs` per user (logged at stop), `overlaps` (runs of one
+user that overlapped: always 0 unless a bug), and the last 10,000 `events` (start and end of
+each run, per user).
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ class IngestRoute:
         self.queue = max(queue, concurrency)
         self._slots = asyncio.Semaphore(concurrency)
         self.admitted = 0  # requests past the key check, not yet answered
-        self.refused = 0  # answered 429, for tests and logs
+        self.refused = 0  # requests answered 429 since the server started
 
     async def __call__(self, request: Request) -> JSONResponse:
         started = time.monotonic()
