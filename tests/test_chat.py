@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ireneo.memories import Memories
+from ireneo.memories import ExplicitMemories
 from ireneo.server import chat as chat_module
 from ireneo.server.app import create_app
 from ireneo.server.chat import FALLBACK_REPLY, SYSTEM_PROMPT
@@ -86,7 +86,7 @@ def audit(srv: RunningServer, customer: str, key: str | None = ADMIN_KEY):
 def remember(srv: RunningServer, user: str, text: str, **kwargs) -> str:
     """A saved memory of `user`, as store_memory would keep it."""
     with srv.state.registry.lease(user_key(user), create=True) as memory:
-        return Memories(memory).store(text, **kwargs).memory_id
+        return ExplicitMemories(memory).store(text, **kwargs).memory_id
 
 
 # -- the loop -------------------------------------------------------------------------------------
@@ -431,11 +431,11 @@ def test_the_expiry_job_removes_old_low_memories_of_every_user(tmp_path, monkeyp
     try:
         expiry = srv.state.expiry
         with srv.state.registry.lease(user_key("kim"), create=True) as memory:
-            mems = Memories(memory, policy=srv.settings.memory_policy, now=clock)
+            mems = ExplicitMemories(memory, policy=srv.settings.memory_policy, now=clock)
             mems.store("Parking at gate B this week.", importance="low")
             mems.store("Invoices go to finance@example.com.", importance="high")
         with srv.state.registry.lease(user_key("lee"), create=True) as memory:
-            Memories(memory, now=clock).store("Lee is out on Friday.", importance="low")
+            ExplicitMemories(memory, now=clock).store("Lee is out on Friday.", importance="low")
         runs, deadline = expiry.runs, time.monotonic() + 10
         while expiry.runs < runs + 2 and time.monotonic() < deadline:  # nothing is old yet
             time.sleep(0.02)

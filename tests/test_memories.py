@@ -13,8 +13,8 @@ import pytest
 from ireneo import Memory
 from ireneo.config import Settings, SettingsError
 from ireneo.memories import (
+    ExplicitMemories,
     InvalidMemory,
-    Memories,
     MemoryPolicy,
     render_memory,
     render_memory_hits,
@@ -44,8 +44,8 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def memories(memory, clock) -> Memories:
-    return Memories(memory, policy=MemoryPolicy(), now=clock)
+def memories(memory, clock) -> ExplicitMemories:
+    return ExplicitMemories(memory, policy=MemoryPolicy(), now=clock)
 
 
 def texts(hits) -> list[str]:
@@ -115,11 +115,11 @@ def test_near_duplicates_written_at_once_land_as_one_memory_with_every_tag(memor
 
 
 def test_the_dedup_threshold_is_configurable(memory, clock):
-    off = Memories(memory, policy=MemoryPolicy(dedup=1.01), now=clock)
+    off = ExplicitMemories(memory, policy=MemoryPolicy(dedup=1.01), now=clock)
     off.store(RAHUL)
     assert off.store(RAHUL).created  # even the same text is kept twice
     assert off.count() == 2
-    loose = Memories(memory, policy=MemoryPolicy(dedup=0.5), now=clock)
+    loose = ExplicitMemories(memory, policy=MemoryPolicy(dedup=0.5), now=clock)
     assert not loose.store("Rahul paid by card after the UPI payment failed.").created
     assert loose.count() == 2
 
@@ -160,7 +160,7 @@ def test_bad_memories_are_refused_and_nothing_is_stored(memories, kwargs, messag
 
 
 @pytest.fixture
-def stocked(memories) -> Memories:
+def stocked(memories) -> ExplicitMemories:
     memories.store(RAHUL, tags=["billing"], importance="high")
     memories.store("Prefers email over phone calls for any follow-up.", tags=["contact"])
     memories.store("Ticket MT-4471 blocks the N-11 upgrade on compressor K-2.", importance="low")
@@ -238,8 +238,8 @@ def test_delete_forgets_only_that_memory(stocked):
 
 def test_memories_of_two_homes_never_mix(tmp_path, clock):
     with Memory(tmp_path / "alice") as alice, Memory(tmp_path / "bob") as bob:
-        a = Memories(alice, now=clock)
-        b = Memories(bob, now=clock)
+        a = ExplicitMemories(alice, now=clock)
+        b = ExplicitMemories(bob, now=clock)
         alice_id = a.store(RAHUL, tags=["billing"]).memory_id
         b.store(RAHUL, tags=["billing"])  # the same words: no dedup across users
         assert b.count() == 1 and a.count() == 1
@@ -251,7 +251,7 @@ def test_memories_of_two_homes_never_mix(tmp_path, clock):
 
 
 def test_low_importance_memories_expire_after_the_configured_age(memory, clock):
-    mems = Memories(memory, policy=MemoryPolicy(low_max_age_days=30), now=clock)
+    mems = ExplicitMemories(memory, policy=MemoryPolicy(low_max_age_days=30), now=clock)
     old_low = mems.store("Parking at gate B this week.", importance="low").memory_id
     mems.store("Invoices go to finance@example.com.", importance="medium")
     mems.store("Contract renewal is due in June.", importance="high")
@@ -273,7 +273,7 @@ def test_low_importance_memories_expire_after_the_configured_age(memory, clock):
 
 
 def test_an_update_restarts_a_low_memorys_age(memory, clock):
-    mems = Memories(memory, policy=MemoryPolicy(low_max_age_days=30), now=clock)
+    mems = ExplicitMemories(memory, policy=MemoryPolicy(low_max_age_days=30), now=clock)
     memory_id = mems.store(RAHUL, importance="low").memory_id
     clock.advance(days=25)
     mems.store(RAHUL, importance="low")  # a near-duplicate: updated now
@@ -283,7 +283,7 @@ def test_an_update_restarts_a_low_memorys_age(memory, clock):
 
 
 def test_expiry_can_be_turned_off(memory, clock):
-    mems = Memories(memory, policy=MemoryPolicy(low_max_age_days=0), now=clock)
+    mems = ExplicitMemories(memory, policy=MemoryPolicy(low_max_age_days=0), now=clock)
     mems.store("Parking at gate B this week.", importance="low")
     clock.advance(days=3650)
     assert mems.expire() == 0
@@ -296,7 +296,7 @@ TWINS = ("Locker code 1111 for the gym on floor two.", "Locker code 2222 for the
 
 
 def test_importance_weights_rank_equally_relevant_memories(memory, clock):
-    mems = Memories(memory, policy=MemoryPolicy(importance_weights=(1, 1, 2)), now=clock)
+    mems = ExplicitMemories(memory, policy=MemoryPolicy(importance_weights=(1, 1, 2)), now=clock)
     mems.store(TWINS[0], importance="low")
     mems.store(TWINS[1], importance="high")
     hits = mems.search("gym locker code floor two", limit=2)
@@ -305,18 +305,20 @@ def test_importance_weights_rank_equally_relevant_memories(memory, clock):
 
 
 def test_a_half_life_prefers_recent_memories(memory, clock):
-    mems = Memories(memory, policy=MemoryPolicy(half_life_days=1, low_max_age_days=0), now=clock)
+    mems = ExplicitMemories(
+        memory, policy=MemoryPolicy(half_life_days=1, low_max_age_days=0), now=clock
+    )
     mems.store(TWINS[1])
     clock.advance(days=10)
     mems.store(TWINS[0])
     assert texts(mems.search("gym locker code floor two", limit=2))[0] == TWINS[0]
-    neutral = Memories(memory, policy=MemoryPolicy(), now=clock)
+    neutral = ExplicitMemories(memory, policy=MemoryPolicy(), now=clock)
     hits = neutral.search("gym locker code floor two", limit=2, count_use=False)
     assert [h.score for h in hits] == [h.relevance for h in hits]  # the defaults change nothing
 
 
 def test_a_use_weight_prefers_memories_used_before(memory, clock):
-    mems = Memories(memory, policy=MemoryPolicy(use_weight=1.0), now=clock)
+    mems = ExplicitMemories(memory, policy=MemoryPolicy(use_weight=1.0), now=clock)
     mems.store(TWINS[0])
     used = mems.store(TWINS[1]).memory_id
     for _ in range(7):
@@ -473,9 +475,9 @@ def test_vectors_of_another_model_are_made_again(memory, memories):
 
 def test_memories_survive_reopening(home, clock):
     with Memory(home) as memory:
-        memory_id = Memories(memory, now=clock).store(RAHUL, tags=["billing"]).memory_id
+        memory_id = ExplicitMemories(memory, now=clock).store(RAHUL, tags=["billing"]).memory_id
     with Memory(home) as memory:
-        assert Memories(memory, now=clock).get(memory_id).tags == ("billing",)
+        assert ExplicitMemories(memory, now=clock).get(memory_id).tags == ("billing",)
 
 
 # -- text -------------------------------------------------------------------------------------------

@@ -107,7 +107,7 @@ class MemoryHit:
         )
 
 
-class Memories:
+class ExplicitMemories:
     """The explicit memories of one `Memory` (one user), with a policy (default: the memory's
     settings') and a clock."""
 
@@ -311,7 +311,7 @@ def normalise_tags(tags: Iterable[str] | None) -> tuple[str, ...]:
 def check_memory(
     content: object, tags: Iterable[str] | None, importance: object, source: object
 ) -> None:
-    """Refuse, with InvalidMemory, what `Memories.store` would refuse; cheap, for callers that
+    """Refuse, with InvalidMemory, what `ExplicitMemories.store` would refuse; cheap, for callers that
     check before they queue (the MCP tool)."""
     _content(content)
     normalise_tags(tags)

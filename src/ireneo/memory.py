@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     import numpy as np
     from psycopg_pool import ConnectionPool
 
-    from ireneo.memories import Memories
+    from ireneo.memories import ExplicitMemories
 
 
 class Memory:
@@ -105,9 +105,7 @@ class Memory:
     def embedder(self) -> Embedder:
         with self._embedder_lock:
             if self._embedder is None:
-                self._embedder = load_embedder(
-                    self.model_name, threads=self.settings.embed_threads
-                )
+                self._embedder = load_embedder(self.model_name, threads=self.settings.embed_threads)
                 if self._embedder.name != self.model_name:  # a path resolves to local:<dir>
                     self.model_name = self._embedder.name
             return self._embedder
@@ -287,11 +285,11 @@ class Memory:
         return self.store.resolve_ref(ref)
 
     @functools.cached_property
-    def memories(self) -> Memories:
+    def memories(self) -> ExplicitMemories:
         """The explicit memories kept beside the conversations (ireneo.memories)."""
-        from ireneo.memories import Memories
+        from ireneo.memories import ExplicitMemories
 
-        return Memories(self)
+        return ExplicitMemories(self)
 
     def close(self) -> None:
         self.store.close()

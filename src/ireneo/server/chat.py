@@ -39,7 +39,7 @@ from starlette.responses import JSONResponse
 from ireneo.config import Settings
 from ireneo.errors import FormatError
 from ireneo.formats.json_body import decode_json_body
-from ireneo.memories import Clock, Memories, MemoryHit, memory_to_dict, render_memory_hits
+from ireneo.memories import Clock, ExplicitMemories, MemoryHit, memory_to_dict, render_memory_hits
 from ireneo.model import Block, Hit, Turn, format_ts
 from ireneo.render import render_hits
 from ireneo.server.indexer import Indexer
@@ -243,7 +243,7 @@ class ChatRoutes:
         with self.registry.lease(scope.key, create=False) as memory:
             if memory is None:
                 return Recalled([], [])
-            memories = Memories(memory, policy=self.settings.memory_policy, now=self.clock)
+            memories = ExplicitMemories(memory, policy=self.settings.memory_policy, now=self.clock)
             found = memories.search(query, self.settings.chat_memories) if memories.count() else []
             conversations = memory.recall(query, k=self.settings.chat_conversations)
             note_returned(memory, returned_turns(conversations), self.clock())
@@ -308,7 +308,9 @@ class ChatRoutes:
                     "conversation_count": 0,
                     "conversations": [],
                 }
-            records = Memories(memory, policy=self.settings.memory_policy, now=self.clock).all()
+            records = ExplicitMemories(
+                memory, policy=self.settings.memory_policy, now=self.clock
+            ).all()
             sessions = sorted(memory.sessions(), key=lambda s: s.last_ts, reverse=True)
             conversations = []
             for summary in sessions[:AUDIT_CONVERSATIONS]:

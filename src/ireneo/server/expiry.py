@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from ireneo.memories import Memories, MemoryPolicy
+from ireneo.memories import ExplicitMemories, MemoryPolicy
 from ireneo.server.logs import log_event
 from ireneo.server.memories import MemoryRegistry
 from ireneo.server.periodic import every
@@ -40,7 +40,7 @@ class MemoryExpiry:
                 with self.registry.lease(key, create=False) as memory:
                     if memory is None:
                         continue
-                    count = Memories(memory, policy=self.policy, now=self.clock).expire()
+                    count = ExplicitMemories(memory, policy=self.policy, now=self.clock).expire()
             except Exception as exc:
                 log_event(
                     log,

@@ -26,8 +26,8 @@ from ireneo.memories import STORED as STORED  # re-exported: the tools' sentence
 from ireneo.memories import UPDATED as UPDATED
 from ireneo.memories import (
     Clock,
+    ExplicitMemories,
     InvalidMemory,
-    Memories,
     MemoryPolicy,
     check_memory,
     describe_write,
@@ -330,8 +330,8 @@ class MemoryTools:
         self.policy = policy
         self.clock = clock or utc_now
 
-    def memories(self, memory: Memory) -> Memories:
-        return Memories(memory, policy=self.policy, now=self.clock)
+    def memories(self, memory: Memory) -> ExplicitMemories:
+        return ExplicitMemories(memory, policy=self.policy, now=self.clock)
 
     async def store(
         self,
