@@ -19,7 +19,8 @@
    Near-identical facts about different things read alike to both BM25 and the model ("the
    caps from the mixer at Carrow Depot 8" against "...at Carrow Terminal 8"); the name tells
    them apart. A query typed without capitals takes its names from how the memory writes
-   them ("carrow depot 8" is the "Carrow Depot 8" of the candidate turns).
+   them ("carrow depot 8" is the "Carrow Depot 8" of the candidate turns). A name that is one
+   of the memory's speakers (a turn's role, "Caroline") counts in every turn they speak.
 5. Hits: best windows first; in each, the turn that matched best on its own is the hit, shown
    with its neighbours and the rest of the window. A window whose last turn asks a question
    also shows the reply: a fact is often said in answer ("What did the numbers look like?" /
