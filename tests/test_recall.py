@@ -145,9 +145,9 @@ def test_a_fresh_memory_loads_its_model_on_the_query_worker(home, tmp_path, monk
         m.index([conversation(tmp_path, "c", ["the seal on pump P-003 leaks"])])
     loaded, read = [], []
 
-    def load(name):
+    def load(name, **options):
         loaded.append(threading.current_thread().name)
-        return load_embedder(name)
+        return load_embedder(name, **options)
 
     def vectors(store, read_copy=SQLiteStore.vectors):
         read.append(threading.current_thread().name)
