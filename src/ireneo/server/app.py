@@ -230,6 +230,7 @@ def lifespan(state: ServerState) -> Callable[[FastMCP], AbstractAsyncContextMana
             loop.create_task(job)
             for job in (
                 _warm_up(settings.model, redact=settings.redact, threads=settings.embed_threads),
+                asyncio.to_thread(_import_mcp_state),
                 state.indexer.catch_up(),
                 state.expiry.run_forever(),
                 state.retention.run_forever(),
@@ -336,6 +337,14 @@ async def _warm_up(name: str | None, *, redact: bool = True, threads: int | None
         )
         return
     log_event(log, "model_ready", model=embedder.name)
+
+
+def _import_mcp_state() -> None:
+    """Import at start what FastMCP imports on the first tool call (its session-state store,
+    whose modules beartype checks as they load: about half a second of CPU), so that no caller
+    waits for it."""
+    import key_value.aio.adapters.pydantic  # noqa: F401
+    import key_value.aio.stores.memory  # noqa: F401
 
 
 @functools.cache
