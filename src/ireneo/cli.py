@@ -389,6 +389,11 @@ def reembed(memory: Memory, as_json: bool, target: str) -> None:
 )
 @click.option("--model", default=None, help="Embedding model to index with.")
 @click.option(
+    "--models",
+    help="Instead of --model: comma-separated models, each measured on the same histories in "
+    "this run and tabled side by side (the first is the one the others are compared with).",
+)
+@click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("bench/results"),
@@ -440,6 +445,7 @@ def bench(
     questions,
     seed: int,
     model,
+    models,
     out: Path,
     load,
     clients,
@@ -458,6 +464,14 @@ def bench(
         need("bench", "ireneo bench (its plots)", "matplotlib")
     except MissingExtra as exc:
         raise click.ClickException(str(exc)) from None
+    if models is not None:
+        chosen = tuple(name.strip() for name in models.split(","))
+        if model or locomo or load:
+            raise click.UsageError("--models is for the synthetic run, in place of --model")
+        if not all(chosen) or len(set(chosen)) != len(chosen):
+            raise click.BadParameter(
+                f"{models!r}: give distinct model names, comma-separated", param_hint="--models"
+            )
 
     if locomo:
         from ireneo.benchmark import locomo as locomo_bench
@@ -481,11 +495,13 @@ def bench(
         return
 
     from ireneo.benchmark.run import Config, run, save
+    from ireneo.errors import UnknownModel
 
     overrides = {
         "family": family,
         "seed": seed,
         "model": model,
+        "models": chosen if models is not None else (),
         "out": out,
         "database_url": database_url,
     }
@@ -497,8 +513,11 @@ def bench(
         overrides["questions"] = questions
     config = Config.quick(**overrides) if quick else Config(**overrides)
     started = datetime.now().strftime("%Y-%m-%d %H:%M")
-    with _bench_stages() as stage:
-        runs = run(config, stage)
+    try:
+        with _bench_stages() as stage:
+            runs = run(config, stage)
+    except (UnknownModel, MissingExtra) as exc:
+        raise click.ClickException(str(exc)) from exc
     click.echo(save(runs, config, started).read_text())
 
 

@@ -1,4 +1,5 @@
-"""A fresh process that serves one memory: warm recall latency, its RSS, and time-to-searchable.
+"""A fresh process that serves one memory: warm recall latency, query embedding, its RSS, and
+time-to-searchable.
 
 Each question is also asked through the reference's fusion (`run.method_funes_rrf`) right after
 ireneo's recall, and the median of the paired ratios compares the two at the same moment: the
@@ -50,6 +51,12 @@ def probe(home: Path | None, questions: list[dict], settings: Settings) -> dict[
         memory.recall("warm up", k=8)
         privacy.load_detectors()
         method_funes_rrf(memory, "warm up", 8)
+        # the query's embedding alone, as recall makes it (no query vector is cached)
+        embedding = [
+            _milliseconds(memory.embedder.embed_query, question[form])
+            for question in questions
+            for form in ("short", "long")
+        ]
         times, reference = [], []
         for question in questions:
             for form in ("short", "long"):
@@ -62,6 +69,7 @@ def probe(home: Path | None, questions: list[dict], settings: Settings) -> dict[
             "warm_vs_reference": statistics.median(
                 own / other for own, other in zip(times, reference, strict=True)
             ),
+            "query_embed_p50_ms": statistics.median(embedding),
             "serve_rss_mb": rss_mb(),
         }
         result.update(time_to_searchable(memory))

@@ -1,11 +1,14 @@
 """`ireneo bench`: accuracy and cost of recall on synthetic histories, against baselines.
 
-For each language and size: generate a history, index it in a child process (time, peak RSS),
-ask every question in its long and short form through ireneo and three baselines built on the
-same store (BM25 only, dense only, and funes' fusion: BM25 top-30 + dense top-30, RRF k=60),
-then measure warm latency and serving RSS in a fresh child, cold latency as whole `ireneo recall`
-processes, and how fast a new conversation becomes searchable. Results go to `bench/results/` as
-JSON, a markdown table and PNG plots. Ratios against the baselines come from the same run.
+For each language and size: generate a history, then for each model asked (`models`, side by
+side on the same history; else `model`): index it in a child process (time, peak RSS), ask every
+question in its long and short form through ireneo and three baselines built on the same store
+(BM25 only, dense only, and funes' fusion: BM25 top-30 + dense top-30, RRF k=60), measure
+"nothing relevant" both ways through the tool (`benchmark.locomo`'s measure), then warm latency,
+query embedding and serving RSS in a fresh child, MCP recall through a real server (not with
+`quick`), cold latency as whole `ireneo recall` processes, and how fast a new conversation
+becomes searchable. Results go to `bench/results/` as JSON, a markdown table and PNG plots.
+Ratios against the baselines, and between models, come from the same run.
 
 With a PostgreSQL `database_url`, each history is also stored there (as a user of its own) and
 measured the same way (index throughput, ireneo's accuracy, warm and cold latency), so the two
@@ -28,7 +31,14 @@ from pathlib import Path
 
 from ireneo import search
 from ireneo.analyze import query_terms
-from ireneo.benchmark.generate import Question, generate, write_funes_jsonl, write_questions
+from ireneo.benchmark import mcp
+from ireneo.benchmark.generate import (
+    History,
+    Question,
+    generate,
+    write_funes_jsonl,
+    write_questions,
+)
 from ireneo.config import Settings
 from ireneo.embed import DEFAULT_MODEL, load_embedder
 from ireneo.memory import Memory
@@ -49,25 +59,42 @@ class Config:
     cold_samples: int = 5
     seed: int = 0
     model: str | None = None
+    # several models, each measured on the same histories in this run ("model" is then unused)
+    models: tuple[str, ...] = ()
     out: Path = Path("bench/results")
     database_url: str | None = None  # also measure the PostgreSQL store (the app role's URL)
+    mcp: bool = True  # MCP recall through a real `ireneo serve` (a server start per memory)
 
     @classmethod
     def quick(cls, **overrides) -> Config:
         return cls(
-            **{"sizes": (1000,), "langs": ("en",), "questions": 50, "cold_samples": 3, **overrides}
+            **{
+                "sizes": (1000,),
+                "langs": ("en",),
+                "questions": 50,
+                "cold_samples": 3,
+                "mcp": False,
+                **overrides,
+            }
         )
+
+    def chosen_models(self) -> tuple[str | None, ...]:
+        """The models measured, in order (the first is the one the others are compared with);
+        None: the default."""
+        return self.models or (self.model,)
 
 
 @dataclass
 class Run:
     lang: str
     size: int
+    model: str = DEFAULT_MODEL
     accuracy: dict[str, dict[str, dict[str, float]]] = field(
         default_factory=dict
     )  # method→form→metric
     perf: dict[str, float] = field(default_factory=dict)
     stores: dict[str, dict[str, float]] = field(default_factory=dict)  # store→metric
+    nothing: dict = field(default_factory=dict)  # locomo.Nothing's counts, in this memory
 
 
 # -- the methods compared, all on the same store -------------------------------------------------
@@ -149,16 +176,18 @@ def accuracy(
     progress: Callable[[], None],
     methods: tuple[str, ...] | None = None,
 ) -> dict:
-    """hit@k (answer shown) and strict@k (right conversation) per method and question form."""
+    """hit@k (answer shown) and strict@k (right conversation) per method and question form, and
+    `fewer@8`: the share of questions given fewer hits than the 8 asked for."""
     ranks: dict[str, dict[str, list[tuple[int | None, int | None]]]] = {}
+    counts: dict[str, dict[str, list[int]]] = {}
     chosen = {name: METHODS[name] for name in methods or METHODS}
     for question in questions:
         for form in ("long", "short"):
             query = getattr(question, form)
             for name, method in chosen.items():
-                ranks.setdefault(name, {}).setdefault(form, []).append(
-                    first_rank(method(memory, query, max(KS)), question)
-                )
+                hits = method(memory, query, max(KS))
+                ranks.setdefault(name, {}).setdefault(form, []).append(first_rank(hits, question))
+                counts.setdefault(name, {}).setdefault(form, []).append(len(hits))
         progress()
     table: dict[str, dict[str, dict[str, float]]] = {}
     for name, forms in ranks.items():
@@ -169,8 +198,26 @@ def accuracy(
                 metrics[f"strict@{k}"] = sum(s is not None and s <= k for _, s in pairs) / len(
                     pairs
                 )
+            given = counts[name][form]
+            metrics[f"fewer@{max(KS)}"] = sum(n < max(KS) for n in given) / len(given)
             table.setdefault(name, {})[form] = metrics
     return table
+
+
+def nothing_relevant(memory: Memory, questions: list[Question]) -> dict:
+    """ "Nothing relevant" both ways, as `ireneo bench --locomo` measures it (its functions, its
+    queries): each question in both forms asked for the tool's k hits (cut short: fewer), and
+    the content-free and packaged off-topic queries through the tool itself."""
+    from ireneo.benchmark import locomo  # it imports this module: imported when first needed
+
+    hits = [
+        len(memory.recall(getattr(question, form), k=locomo.K))
+        for question in questions
+        for form in ("long", "short")
+    ]
+    counts = locomo.Nothing()
+    locomo.nothing_relevant(memory, [], hits, counts)
+    return {**asdict(counts), "k": locomo.K}
 
 
 def misses(memory: Memory, questions: list[Question], k: int = 3) -> list[dict]:
@@ -285,13 +332,14 @@ def run(config: Config, stage: Stage = _unseen) -> list[Run]:
     settings = Settings.from_env()
     # A model's 8-bit build is made once per machine, by whichever process loads it first: here,
     # not inside the first index timed, whose peak RSS it would be counted in.
-    load_embedder(config.model)
+    for model in config.chosen_models():
+        load_embedder(model)
     runs = []
     with tempfile.TemporaryDirectory(prefix="ireneo-bench-") as scratch:
         for lang in config.langs:
             for size in config.sizes:
                 scratch_one = Path(scratch) / f"{lang}-{size}"
-                runs.append(run_one(config, settings, lang, size, scratch_one, stage))
+                runs += run_one(config, settings, lang, size, scratch_one, stage)
     return runs
 
 
@@ -302,35 +350,82 @@ def run_one(
     size: int,
     scratch: Path,
     stage: Stage = _unseen,
-) -> Run:
+) -> list[Run]:
+    """One history, measured with each model in turn: a Run per model."""
     name = f"{lang} {size:,}"
     stage(f"{name}: writing the history", None)
     history = generate(
         size, lang=lang, family=config.family, seed=config.seed, questions=config.questions
     )
-    source, home = scratch / "src", scratch / "home"
+    source = scratch / "src"
     write_funes_jsonl(history, source)
     write_questions(history, scratch / "questions.json")
-    result = Run(lang, size)
-    stage(f"{name}: indexing its {len(history.turns):,} turns (in a child)", None)
-    result.perf.update(index_cost(home, source, config.model))
-    with Memory(home, settings=settings, model=config.model) as memory:
-        advance = stage(f"{name}: questions, every method", len(history.questions))
-        result.accuracy = accuracy(memory, history.questions, advance)
-        result.perf["disk_mb"] = memory.status().disk_bytes / 2**20
-        (scratch.parent / f"misses-{lang}-{size}.json").write_text(
-            json.dumps(misses(memory, history.questions), ensure_ascii=False, indent=1)
+    models = config.chosen_models()
+    return [
+        run_model(
+            config,
+            settings,
+            Run(lang, size),
+            model,
+            history,
+            scratch / (model or "default"),
+            f"{name} · {model}" if len(models) > 1 else name,
+            stage,
         )
+        for model in models
+    ]
+
+
+def run_model(
+    config: Config,
+    settings: Settings,
+    result: Run,
+    model: str | None,
+    history: History,
+    scratch: Path,
+    name: str,
+    stage: Stage,
+) -> Run:
+    """Every stage for one history (its files beside `scratch`) and one model (None: the
+    default). The memory lives where a server home keeps its user's (`mcp.memory_home`), so
+    that the MCP stage serves the very memory the others measured."""
+    source, questions_file = scratch.parent / "src", scratch.parent / "questions.json"
+    questions = history.questions
+    home = mcp.memory_home(scratch)
+    # every child opens the memory with its own model, whatever IRENEO_MODEL says
+    env = {**os.environ, "IRENEO_MODEL": model} if model else None
+    stage(f"{name}: indexing its {len(history.turns):,} turns (in a child)", None)
+    result.perf.update(index_cost(home, source, model))
+    with Memory(home, settings=settings, model=model) as memory:
+        result.model = memory.model_name
+        advance = stage(f"{name}: questions, every method", len(questions))
+        result.accuracy = accuracy(memory, questions, advance)
+        result.perf["disk_mb"] = memory.status().disk_bytes / 2**20
+        (scratch.parent / f"misses-{result.model}.json").write_text(
+            json.dumps(misses(memory, questions), ensure_ascii=False, indent=1)
+        )
+        stage(f"{name}: nothing relevant, both ways", None)
+        result.nothing = nothing_relevant(memory, questions)
     stage(f"{name}: latency, memory, time to searchable", None)
-    _, _, out = child("ireneo.benchmark.probe", [str(home), str(scratch / "questions.json")])
+    _, _, out = child("ireneo.benchmark.probe", [str(home), str(questions_file)], env)
     result.perf.update(json.loads(out))
-    result.perf["cold_p50_ms"] = cold_latency(home, history.questions, config.cold_samples)
+    if config.mcp:
+        stage(f"{name}: MCP recall through a real server", None)
+        result.perf.update(mcp.mcp_latency(scratch, questions))
+    result.perf["cold_p50_ms"] = cold_latency(home, questions, config.cold_samples, env)
     if config.database_url:
         stage(f"{name}: the same in PostgreSQL", None)
         result.stores = {
             "sqlite": {**result.perf, **_ireneo_accuracy(result.accuracy)},
             "postgresql": postgres_run(
-                config, settings, lang, size, source, scratch, history.questions
+                config,
+                settings,
+                result.lang,
+                result.size,
+                model,
+                source,
+                questions_file,
+                questions,
             ),
         }
     return result
@@ -341,8 +436,9 @@ def postgres_run(
     settings: Settings,
     lang: str,
     size: int,
+    model: str | None,
     source: Path,
-    scratch: Path,
+    questions_file: Path,
     questions: list[Question],
 ) -> dict[str, float]:
     """The same history in PostgreSQL, as a user of its own, measured as the SQLite one is."""
@@ -350,13 +446,13 @@ def postgres_run(
     user = f"bench-{lang}-{size}-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, "IRENEO_DATABASE_URL": config.database_url, "IRENEO_USER": user}
     env.pop("IRENEO_HOME", None)
-    perf = index_cost(None, source, config.model, env)
-    with Memory(
-        database=config.database_url, user=user, settings=settings, model=config.model
-    ) as memory:
+    if model:
+        env["IRENEO_MODEL"] = model
+    perf = index_cost(None, source, model, env)
+    with Memory(database=config.database_url, user=user, settings=settings, model=model) as memory:
         table = accuracy(memory, questions, lambda: None, methods=("ireneo",))
         perf["disk_mb"] = memory.status().disk_bytes / 2**20
-    _, _, out = child("ireneo.benchmark.probe", ["-", str(scratch / "questions.json")], env)
+    _, _, out = child("ireneo.benchmark.probe", ["-", str(questions_file)], env)
     perf.update(json.loads(out))
     perf["cold_p50_ms"] = cold_latency(None, questions, config.cold_samples, env)
     return {**perf, **_ireneo_accuracy(table)}
@@ -378,7 +474,8 @@ def save(runs: list[Run], config: Config, started: str) -> Path:
         "started": started,
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()},
         "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0]},
-        "model": config.model or DEFAULT_MODEL,
+        "model": runs[0].model if runs else config.model or DEFAULT_MODEL,
+        "models": list(dict.fromkeys(run.model for run in runs)),  # the first: the baseline
         # every Memory the run opens, in process and in its children, reads it
         "rerank": Settings.from_env().rerank or "none",
         "runs": [asdict(r) for r in runs],
