@@ -22,6 +22,14 @@ last replica S seconds into the recall phase: the run then checks that every ack
 is stored, that the dead replica's users are indexed by another one, and counts the calls that
 failed against the requests in flight at the kill.
 
+`--late-big N` posts N more users of `--late-size` conversations during the recall phase (new
+names each run, outside the Zipf draw), so the server has a long backfill to index while the
+probes measure how long everyone else's posts wait for their vectors.
+
+At start (a server on a home that already holds the memories: `--reuse`), the run waits for the
+indexer's start-up catch-up and records how long it took, how many memories it opened, and the
+server's RSS and open files then.
+
 A recall is cold when the server opened the user's memory for it (the registry logs each open,
 `memory_open`; a recall is matched to an open of its user inside its own span).
 
@@ -79,6 +87,8 @@ class Config:
     seed: int = 29
     model: str | None = None
     kill_at: float | None = None  # seconds into the recall phase; PostgreSQL with 2+ replicas
+    late_big: int = 0  # users posted during the recall phase
+    late_size: int = 300  # their conversations
     label: str = ""
     server_env: dict[str, str] = field(default_factory=dict)
 
@@ -190,7 +200,9 @@ class Backend:
         self.database = None
         self.baseline_bytes = 0
         if config.store == "postgres":
-            sys.path.insert(0, str(REPO))  # the tests' PostgreSQL cluster, for a script run as a file
+            sys.path.insert(
+                0, str(REPO)
+            )  # the tests' PostgreSQL cluster, for a script run as a file
             from tests import pg_cluster
 
             missing = pg_cluster.available()
@@ -378,6 +390,9 @@ class Run:
         self.kill: dict | None = None
         self.phase_start = 0.0
         self.figures: dict = {}
+        self.run_number = 0  # runs on the same posted histories before this one (--reuse)
+        self.late: list[User] = []
+        self.late_posted = 0
 
     def backfill_key(self) -> dict:
         c = self.config
@@ -460,15 +475,19 @@ class Run:
                 posted_s, indexed_s = reused["posted_s"], reused["indexed_s"]
                 backfill_cpu_s, self.post_ms = reused["backfill_cpu_s"], reused["post_ms"]
                 self.first_conversation = 1000 * reused["runs"]  # a post's day: its number
+                self.run_number = reused["runs"]
                 reused["runs"] += 1
                 saved.write_text(json.dumps(reused))
                 cpu1 = self.cpu()
+            startup = self.startup()
+            self.wait_indexed(timeout=3600)  # the start-up catch-up's work, if any
             after_backfill = [proc_figures(s.process.pid) for s in self.servers]
+            self.make_late_users()
             asyncio.run(self.recall_phase())
             cpu2 = self.cpu()
             end = [proc_figures(s.process.pid) if s.alive() else None for s in self.servers]
             t3 = time.monotonic()
-            self.wait_indexed(timeout=600)
+            self.wait_indexed(timeout=1800)
             catch_up_s = time.monotonic() - t3
             asyncio.run(self.meaning_probes_settle())
         finally:
@@ -488,12 +507,97 @@ class Run:
             recall_cpu_s=round(sum(cpu2) - sum(cpu1), 1),
             idle=[{"rss_mb": round(r, 1), "fds": f} for r, f, _ in idle],
             after_backfill=[{"rss_mb": round(r, 1), "fds": f} for r, f, _ in after_backfill],
+            startup=startup,
+            late_big={
+                "users": len(self.late),
+                "conversations": sum(u.conversations for u in self.late),
+                "posted": self.late_posted,
+                "left_unindexed": sum(self.backend.pending(u.key) > 0 for u in self.late),
+            },
             at_end=[{"rss_mb": round(e[0], 1), "fds": e[1]} if e else None for e in end],
         )
         try:
             return self.report()
         finally:
             self.backend.close()
+
+    def startup(self, timeout: float = 900.0) -> list[dict]:
+        """Each server's start: until its indexer's catch-up has looked at every memory (its
+        `index_catch_up` event, or no memory opened for 3 s), then how long that took from
+        `server_start`, the memories opened, RSS and open files."""
+        out = []
+        for server in self.servers:
+            began = time.monotonic()
+            deadline = began + timeout
+            last, quiet_since = -1, began
+            while time.monotonic() < deadline:
+                events = self._events_of(server)
+                if any(e.get("event") == "index_catch_up" for e in events):
+                    break
+                opens = sum(e.get("event") == "memory_open" for e in events)
+                if opens != last:
+                    last, quiet_since = opens, time.monotonic()
+                elif time.monotonic() - quiet_since >= 3 and (opens or quiet_since - began > 30):
+                    break
+                time.sleep(0.2)
+            events = self._events_of(server)
+            begun = [_ts(e["ts"]) for e in events if e.get("event") == "server_start"]
+            caught = [e for e in events if e.get("event") == "index_catch_up"]
+            opened = [_ts(e["ts"]) for e in events if e.get("event") == "memory_open"]
+            ends = [_ts(e["ts"]) for e in caught] or opened[-1:]
+            rss, fds, _ = proc_figures(server.process.pid)
+            out.append(
+                {
+                    "catch_up_s": round(ends[0] - begun[0], 3) if begun and ends else None,
+                    "users_scheduled": caught[0].get("users") if caught else 0,
+                    "memories_checked": caught[0].get("checked") if caught else None,
+                    "opened": len(opened),
+                    "rss_mb": round(rss, 1),
+                    "fds": fds,
+                }
+            )
+        return out
+
+    def _events_of(self, server: ServerProcess) -> list[dict]:
+        if server.log_path is None or not server.log_path.exists():
+            return []
+        events = []
+        for line in server.log_path.read_text().splitlines():
+            if line.startswith("{"):
+                with contextlib.suppress(json.JSONDecodeError):
+                    events.append(json.loads(line))
+        return events
+
+    def make_late_users(self) -> None:
+        """`late_big` users, named anew for each run on the same histories."""
+        first = self.config.users + 1000 * (self.run_number + 1)
+        self.late = [
+            make_user(first + i, self.config.late_size) for i in range(self.config.late_big)
+        ]
+        for user in self.late:
+            user.token = self.servers[0].token(user.name)
+
+    async def late_backfill(self, deadline: float) -> None:
+        """Post the late users' histories, 4 at a time, until done or the phase ends."""
+        queue = [(u, body) for u in self.late for body in u.bodies]
+        async with httpx2.AsyncClient(
+            timeout=120, headers={"x-ingest-key": INGEST_KEY, "content-type": "application/json"}
+        ) as http:
+
+            async def poster(n: int) -> None:
+                while queue and time.monotonic() < deadline:
+                    _user, body = queue.pop(0)
+                    try:
+                        r = await http.post(f"{self.servers[self.live(n)].url}/turns", content=body)
+                    except httpx2.HTTPError as exc:
+                        self.note_error("late", repr(exc))
+                        continue
+                    if r.status_code == 202:
+                        self.late_posted += 1
+                    else:
+                        self.note_error("late", f"{r.status_code} {r.text[:100]}")
+
+            await asyncio.gather(*(poster(n) for n in range(4)))
 
     async def backfill(self) -> None:
         order = [(u.number, c) for u in self.users for c in range(len(u.bodies))]
@@ -595,6 +699,8 @@ class Run:
 
         jobs = [client(n) for n in range(cfg.clients)]
         jobs += [ticker(), self.sampler(deadline), self.gateway(zipf, deadline)]
+        if self.late:
+            jobs.append(self.late_backfill(deadline))
         if cfg.kill_at is not None and len(self.servers) > 1:
             jobs.append(self.killer())
         await asyncio.gather(*jobs)
@@ -975,6 +1081,11 @@ def markdown(r: dict) -> str:
         f"| post to embedded p50 / p95 | {fr['meaning_s'].get('p50')} / "
         f"{fr['meaning_s'].get('p95')} s ({fr['never_embedded']} of {fr['probes']} not seen) |",
         f"| server CPU per indexed turn (store + embed) | {r['cpu_ms_per_turn_indexed']} ms |",
+        *[
+            f"| start-up, server {i}: catch-up / memories opened / RSS / open files | "
+            f"{s['catch_up_s']} s / {s['opened']} / {s['rss_mb']:.0f} MB / {s['fds']} |"
+            for i, s in enumerate(r.get("startup", []))
+        ],
         f"| server CPU per recall (with the live ingest) | {r['cpu_ms_per_recall']} ms |",
     ]
     if c["store"] == "postgres":
@@ -984,6 +1095,13 @@ def markdown(r: dict) -> str:
         f"| acknowledged posts lost / users left unindexed | {r['acked_posts_lost']} / "
         f"{r['users_left_unindexed']} |",
     ]
+    late = r.get("late_big") or {}
+    if late.get("users"):
+        lines.append(
+            f"| posted during the phase: {late['users']} users of {c['late_size']} | "
+            f"{late['posted']} of {late['conversations']} conversations; "
+            f"{late['left_unindexed']} left unindexed after the catch-up |"
+        )
     if r["kill"]:
         k = r["kill"]
         lines.append(
@@ -1095,6 +1213,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=29)
     p.add_argument("--model", help="IRENEO_MODEL for the servers [the default model]")
     p.add_argument("--kill-at", type=float, help="SIGKILL the last replica at S s")
+    p.add_argument(
+        "--late-big", type=int, default=0, help="users of --late-size posted during the phase"
+    )
+    p.add_argument("--late-size", type=int, default=300, help="conversations of each late user")
     p.add_argument("--label", default="", help="the results' file name [<store>-<users>]")
     p.add_argument(
         "--env", action="append", default=[], help="IRENEO_... or MALLOC_...=VALUE for the servers"
@@ -1133,6 +1255,8 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         model=args.model,
         kill_at=args.kill_at,
+        late_big=max(0, args.late_big),
+        late_size=max(1, args.late_size),
         label=args.label,
         server_env=server_env,
     )

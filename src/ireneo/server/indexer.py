@@ -7,6 +7,10 @@ runs of one user never overlap, and a post during a run earns exactly one more r
 `concurrency` runs go at once over all users (embedding is CPU-bound: recall keeps a core).
 Recall never waits for any of this: stored turns are keyword-searchable at once.
 
+At start, `catch_up` finds the memories with turns waiting for vectors by reading one counter
+in each file (store.sqlite.pending_in), without opening them as memories: only the ones with
+work are opened, one at a time as their runs come, within the registry's budget.
+
 A run that fails because the disk is full is tried again every `full_retry` seconds until it
 succeeds, so vectors come once space is back, without a restart or another post.
 
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 from ireneo.errors import StorageFull
 from ireneo.server.logs import log_event
 from ireneo.server.memories import MemoryRegistry
+from ireneo.store.sqlite import pending_in
 
 log = logging.getLogger("ireneo.server.indexer")
 
@@ -83,15 +88,21 @@ class Indexer:
 
     async def catch_up(self) -> int:
         """Schedule every user whose memory has turns waiting for vectors (after a crash)."""
+        started = time.monotonic()
         try:
-            keys = await asyncio.to_thread(self._keys_with_pending)
+            keys, checked = await asyncio.to_thread(self._keys_with_pending)
         except OSError as exc:
             log_event(log, "index_catch_up", level=logging.ERROR, error=type(exc).__name__)
             return 0
         for key in keys:
             self.schedule(key)
-        if keys:
-            log_event(log, "index_catch_up", users=len(keys))
+        log_event(
+            log,
+            "index_catch_up",
+            users=len(keys),
+            checked=checked,
+            ms=round((time.monotonic() - started) * 1000, 1),
+        )
         return len(keys)
 
     async def stop(self) -> None:
@@ -151,19 +162,36 @@ class Indexer:
         if self._stopping:  # each batch is committed: stopping between two loses nothing
             raise IndexStopped
 
-    def _keys_with_pending(self) -> list[str]:
-        keys = []
-        for key in self.registry.keys_on_disk():
+    def _keys_with_pending(self) -> tuple[list[str], int]:
+        """The users with turns waiting for vectors, and how many memories were looked at.
+        A memory file is read, not opened as a memory; one that cannot be read is scheduled,
+        so its run opens it and logs what is wrong."""
+        keys = self.registry.keys_on_disk()
+        if self.registry.database is not None:  # rows, not files: ask each open memory
+            return [key for key in keys if self._leased_pending(key)], len(keys)
+        found = []
+        for key in keys:
             try:
-                with self.registry.lease(key, create=False) as memory:
-                    if memory is not None and memory.pending() > 0:
-                        keys.append(key)
-            except Exception as exc:
+                pending = pending_in(self.registry.path(key))
+            except Exception as exc:  # noqa: BLE001 - an odd file: its run will say what
                 log_event(
                     log,
                     "index_catch_up",
-                    level=logging.ERROR,
+                    level=logging.WARNING,
                     user_key=key,
                     error=type(exc).__name__,
                 )
-        return keys
+                pending = 1
+            if pending:
+                found.append(key)
+        return found, len(keys)
+
+    def _leased_pending(self, key: str) -> bool:
+        try:
+            with self.registry.lease(key, create=False) as memory:
+                return memory is not None and memory.pending() > 0
+        except Exception as exc:  # noqa: BLE001
+            log_event(
+                log, "index_catch_up", level=logging.ERROR, user_key=key, error=type(exc).__name__
+            )
+            return False

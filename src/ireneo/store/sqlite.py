@@ -11,6 +11,7 @@ little-endian blobs, one per passage. Explicit memories have an FTS5 index of th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import sqlite3
@@ -910,6 +911,20 @@ class SQLiteStore(Store[sqlite3.Connection]):
                 "DELETE FROM memories WHERE importance = 0 AND updated_at < ?",
                 (format_ts(updated_before),),
             ).rowcount
+
+
+def pending_in(home: Path) -> int:
+    """How many passages of the memory in `home` have no vector yet (0 when it has no file),
+    from the counters the triggers keep: one read-only query, without opening the memory (no
+    migration, no copies, no connection kept), so a server can find the few memories with work
+    among thousands."""
+    path = home / DB_NAME
+    if not path.exists():
+        return 0
+    with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as db:
+        db.execute("PRAGMA busy_timeout=10000")
+        row = db.execute("SELECT passages - vectors FROM corpus").fetchone()
+    return int(row[0]) if row else 0
 
 
 def _count_terms(db: sqlite3.Connection, held: Counter[str]) -> None:

@@ -1,0 +1,88 @@
+"""The server's indexer with real memories: what start-up opens, and turns between users."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from datetime import UTC, datetime, timedelta
+
+from ireneo.memory import Memory
+from ireneo.model import Block, Turn
+from ireneo.server.indexer import Indexer
+from ireneo.server.memories import MemoryRegistry, user_key
+from ireneo.store.sqlite import pending_in
+
+START = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+WORDS = [
+    "boiler",
+    "pressure",
+    "valve",
+    "ticket",
+    "invoice",
+    "garden",
+    "recipe",
+    "flight",
+    "budget",
+    "sensor",
+]
+
+
+def turns(conversation: str, count: int, seed: int = 0) -> list[Turn]:
+    rng = random.Random(f"{conversation}/{seed}")
+    return [
+        Turn(
+            conversation,
+            f"{conversation}-{seq}",
+            seq,
+            START + timedelta(minutes=seq),
+            "user" if seq % 2 == 0 else "assistant",
+            "test",
+            (Block("text", f"{' '.join(rng.choices(WORDS, k=8))} number {seq}"),),
+        )
+        for seq in range(count)
+    ]
+
+
+def stored(home, count: int, *, embed: bool) -> None:
+    with Memory(home) as memory:
+        memory.store_turns(turns(home.name, count))
+        if embed:
+            memory.embed_pending()
+
+
+def test_pending_in_reads_the_count_a_memory_has_without_opening_it(tmp_path):
+    home = tmp_path / "m"
+    assert pending_in(home) == 0  # no memory file
+    with Memory(home) as memory:
+        assert pending_in(home) == memory.pending() == 0
+        memory.store_turns(turns("c-1", 7))
+        assert pending_in(home) == memory.pending() == 7
+        memory.embed_pending()
+        memory.store_turns(turns("c-2", 3))
+        assert pending_in(home) == memory.pending() == 3
+
+
+def test_catch_up_opens_only_the_memories_with_work(tmp_path):
+    users = tmp_path / "users"
+    keys = [user_key(f"user-{n}") for n in range(24)]
+    with_work = set(keys[::8])  # 3 of 24
+    for key in keys:
+        stored(users / key, 4, embed=key not in with_work)
+    registry = MemoryRegistry(users, capacity=64)
+
+    async def scenario() -> tuple[int, int]:
+        indexer = Indexer(registry, debounce=0.01)
+        scheduled = await indexer.catch_up()
+        opened_at_catch_up = registry.opened
+        await indexer.wait_idle(120)
+        await indexer.stop()
+        return scheduled, opened_at_catch_up
+
+    try:
+        scheduled, opened_at_catch_up = asyncio.run(scenario())
+    finally:
+        registry.close_all()
+    assert scheduled == 3
+    assert opened_at_catch_up == 0  # finding the work opened nothing
+    assert registry.opened == 3  # each memory with work, for its run
+    assert all(pending_in(users / key) == 0 for key in keys)
