@@ -927,6 +927,21 @@ def pending_in(home: Path) -> int:
     return int(row[0]) if row else 0
 
 
+def expirable_in(home: Path, updated_before: datetime) -> bool:
+    """Whether the memory in `home` has a low-importance saved memory not updated since
+    `updated_before` (what `memory_expire` removes), read without opening the memory."""
+    path = home / DB_NAME
+    if not path.exists():
+        return False
+    with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as db:
+        db.execute("PRAGMA busy_timeout=10000")
+        row = db.execute(
+            "SELECT EXISTS (SELECT 1 FROM memories WHERE importance = 0 AND updated_at < ?)",
+            (format_ts(updated_before),),
+        ).fetchone()
+    return bool(row and row[0])
+
+
 def _count_terms(db: sqlite3.Connection, held: Counter[str]) -> None:
     """Add to `term_df` the passages stored that hold each term, and clear `held`: one upsert
     per distinct term of a write, where a trigger per passage took a fifth of storing it."""
