@@ -443,7 +443,7 @@ def test_a_name_written_with_a_number_after_it_is_another_place(memory, tmp_path
     assert memory.recall(query, k=1)[0].session_id != "plain"
 
 
-def test_a_question_about_a_person_finds_the_turns_they_speak(memory, tmp_path, monkeypatch):
+def test_a_question_about_a_person_finds_the_turns_they_speak(memory, tmp_path):
     """In a chat between people the speaker is the turn's role: "What did Caroline start?"
     asks about Caroline's turns, which do not write her name; the turn that says it to her does."""
     from ireneo.formats import funes_jsonl
@@ -461,5 +461,5 @@ def test_a_question_about_a_person_finds_the_turns_they_speak(memory, tmp_path, 
         memory.store_turns(funes_jsonl.read_file(path))
     query = "When did Caroline start a pottery class?"
     assert memory.recall(query, k=1)[0].session_id == "b-caroline"
-    monkeypatch.setattr(search, "_add_speakers", lambda *args: None)  # by the text alone
+    memory.fusion = replace(memory.fusion, speakers=False)  # by the text alone
     assert memory.recall(query, k=1)[0].session_id != "b-caroline"

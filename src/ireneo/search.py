@@ -79,6 +79,7 @@ class Fusion:
     thing asks about that one thing. Shared by the names' rarity, each share scaled by how rare
     the name is in this memory (`_name_shares`). Each name also brings its own candidates.
     length_norm: BM25's b for windows: how much a longer window is discounted.
+    speakers: a name the query mentions counts in the turns its person speaks (a turn's role).
     lift: the embedding model's calibration of when the memory answers a query at all
     (ireneo.relevance; None: words alone).
     """
@@ -87,6 +88,7 @@ class Fusion:
     pair_weight: float = 0.5
     name_weight: float = 0.4
     length_norm: float = 0.4
+    speakers: bool = True
     lift: relevance.Lift | None = None
     candidates: int = CANDIDATES
 
@@ -166,7 +168,8 @@ def window_scores(
     )
     turns = _turn_features(layout, near, counts, cosines, seeds, filters)
     centres = _centres(turns, radius)
-    _add_speakers(turns, layout, lexical, hangul)
+    if fusion.speakers:
+        _add_speakers(turns, layout, lexical, hangul)
     keys, window, own = _fuse_windows(turns, centres, radius, stats, lexical, fusion, median)
     if fusion.name_weight and lexical.names:
         unnumbered = [name.terms for name in lexical.names if _unnumbered(name.terms, sequence)]
