@@ -48,11 +48,22 @@ def numbers(text: str) -> set[str]:
 
 
 def is_echo(text: str, returned: list[str], policy: EchoPolicy) -> bool:
+    """Whether `text` echoes `returned`. The returned turns are searched as one string of their
+    words (one line each), not turned into sets: they are every turn shown to the user within
+    the window, thousands for a busy user, and `text` has only a few trigrams and numbers."""
     if not policy.enabled or not returned:
         return False
-    if numbers(text) - set().union(*(numbers(source) for source in returned)):
+    shown = "\n".join(map(_word_line, returned))
+    # a number of `text` is a word of a returned turn, as it is one of that turn's numbers
+    if any(f" {word} " not in shown for word in numbers(text)):
         return False
-    sources: set[tuple[str, str, str]] = set()
-    for source in returned:
-        sources |= trigrams(source)
-    return overlap(text, sources) >= policy.overlap
+    own = trigrams(text)  # the share found, as `overlap` counts it
+    found = sum(f" {a} {b} {c} " in shown for a, b, c in own)
+    share = found / len(own) if len(own) >= MIN_WORDS - 2 else 0.0
+    return share >= policy.overlap
+
+
+def _word_line(text: str) -> str:
+    """`text`'s words, lower case, one space around each: a trigram or a number is in `text`
+    exactly when " a b c " or " 2026 " is in this line."""
+    return f" {' '.join(_WORD.findall(text.lower()))} "
