@@ -86,3 +86,33 @@ def test_catch_up_opens_only_the_memories_with_work(tmp_path):
     assert opened_at_catch_up == 0  # finding the work opened nothing
     assert registry.opened == 3  # each memory with work, for its run
     assert all(pending_in(users / key) == 0 for key in keys)
+
+
+def test_a_long_backfill_lets_a_user_who_posted_later_go_first(tmp_path):
+    users = tmp_path / "users"
+    big, small = user_key("big"), user_key("small")
+    stored(users / big, 1200, embed=False)  # five batches of 256
+    stored(users / small, 4, embed=False)
+    registry = MemoryRegistry(users, capacity=64)
+
+    async def scenario() -> Indexer:
+        indexer = Indexer(registry, debounce=0.01, slice_seconds=0.0)
+        indexer.schedule(big)
+        while (big, "start") not in {(key, event) for key, event, _ in indexer.events}:
+            await asyncio.sleep(0.01)
+        indexer.schedule(small)  # arrives while the big run goes on
+        await indexer.wait_idle(300)
+        await indexer.stop()
+        return indexer
+
+    try:
+        indexer = asyncio.run(scenario())
+    finally:
+        registry.close_all()
+    ends = {
+        key: max(at for k, event, at in indexer.events if k == key and event == "end")
+        for key in (big, small)
+    }
+    assert ends[small] < ends[big]  # the small user did not wait for the whole backfill
+    assert indexer.yielded >= 1 and indexer.runs[big] >= 2 and indexer.overlaps == 0
+    assert pending_in(users / big) == 0 and pending_in(users / small) == 0

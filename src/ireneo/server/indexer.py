@@ -7,6 +7,10 @@ runs of one user never overlap, and a post during a run earns exactly one more r
 `concurrency` runs go at once over all users (embedding is CPU-bound: recall keeps a core).
 Recall never waits for any of this: stored turns are keyword-searchable at once.
 
+A run takes turns with other users: once it has embedded for `slice_seconds` and another user
+waits for a slot, it stops after its current (committed) batch and queues again behind them, so
+a user backfilling a long history holds nobody's vectors back for longer than a slice.
+
 At start, `catch_up` finds the memories with turns waiting for vectors by reading one counter
 in each file (store.sqlite.pending_in), without opening them as memories: only the ones with
 work are opened, one at a time as their runs come, within the registry's budget.
@@ -26,6 +30,7 @@ import errno
 import logging
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ireneo.errors import StorageFull
@@ -34,6 +39,8 @@ from ireneo.server.memories import MemoryRegistry
 from ireneo.store.sqlite import pending_in
 
 log = logging.getLogger("ireneo.server.indexer")
+
+SLICE_SECONDS = 2.0  # how long a run embeds before it lets a waiting user go first
 
 
 @dataclass
@@ -47,10 +54,49 @@ class IndexStopped(Exception):
     """Raised between two committed batches when the server shuts down."""
 
 
+class IndexYielded(Exception):
+    """Raised between two committed batches when a run has had its slice and another user
+    waits: the rest of the user's work goes to the back of the queue. `done`: passages embedded."""
+
+    def __init__(self, done: int):
+        super().__init__(done)
+        self.done = done
+
+
+class Slice:
+    """A run's progress callback: stops it between two committed batches when the server
+    stops (IndexStopped), or when it has run `seconds` and `waiting()` says another user waits
+    (IndexYielded)."""
+
+    def __init__(
+        self, seconds: float, waiting: Callable[[], bool], stopping: Callable[[], bool]
+    ) -> None:
+        self.seconds = seconds
+        self.waiting = waiting
+        self.stopping = stopping
+        self.started = time.monotonic()
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.stopping():  # each batch is committed: stopping between two loses nothing
+            raise IndexStopped
+        # `done` may pass `total`: a run also embeds what is stored while it goes
+        if time.monotonic() - self.started >= self.seconds and self.waiting():
+            raise IndexYielded(done)
+
+
 class Indexer:
-    def __init__(self, registry: MemoryRegistry, *, debounce: float = 1.0, concurrency: int = 1):
+    def __init__(
+        self,
+        registry: MemoryRegistry,
+        *,
+        debounce: float = 1.0,
+        concurrency: int = 1,
+        slice_seconds: float = SLICE_SECONDS,
+    ):
         self.registry = registry
         self.debounce = debounce
+        self.slice_seconds = slice_seconds
+        self._waiting = 0  # users whose run waits for a slot
         self.full_retry = 30.0  # seconds between runs while the disk is full
         self._slots = asyncio.Semaphore(max(1, concurrency))  # runs at once, over all users
         self._users: dict[str, _UserState] = {}
@@ -58,6 +104,7 @@ class Indexer:
         self._stopping = False
         self.runs: Counter[str] = Counter()
         self.failures: Counter[str] = Counter()
+        self.yielded = 0  # runs that stopped to let a waiting user go first
         self.overlaps = 0  # runs that started while another run of the same user was going
         self.events: deque[tuple[str, str, float]] = deque(maxlen=10_000)
 
@@ -115,17 +162,28 @@ class Indexer:
 
     # -- internals ------------------------------------------------------------------------
     async def _loop(self, key: str, state: _UserState) -> None:
+        pause = self.debounce
         while state.dirty and not self._stopping:
-            await asyncio.sleep(self.debounce)
-            async with self._slots:
+            await asyncio.sleep(pause)
+            self._waiting += 1
+            try:
+                await self._slots.acquire()  # first come, first served
+            finally:
+                self._waiting -= 1
+            try:
                 state.dirty = False  # what is stored from here on waits for the next run
-                full = await self._run(key, state)
-            if full and not self._stopping:
+                outcome = await self._run(key, state)
+            finally:
+                self._slots.release()
+            pause = self.debounce
+            if outcome == "yielded":  # the rest of its work, behind the users who waited
+                state.dirty, pause = True, 0.0
+            elif outcome == "storage_full" and not self._stopping:
                 state.dirty = True
                 await asyncio.sleep(self.full_retry)
 
-    async def _run(self, key: str, state: _UserState) -> bool:
-        """One index run; True when it failed because the disk is full."""
+    async def _run(self, key: str, state: _UserState) -> str:
+        """One index run; its outcome (ok, yielded, stopped, storage_full, error)."""
         state.running += 1
         if state.running > 1:
             self.overlaps += 1
@@ -137,6 +195,9 @@ class Indexer:
         try:
             fields["passages"] = await asyncio.to_thread(self.embed, key)
             fields["outcome"] = "ok"
+        except IndexYielded as exc:
+            self.yielded += 1
+            fields.update(passages=exc.done, outcome="yielded")
         except IndexStopped:
             fields["outcome"] = "stopped"
         except Exception as exc:
@@ -151,16 +212,14 @@ class Indexer:
             self.events.append((key, "end", time.monotonic()))
         fields["ms"] = round((time.monotonic() - started) * 1000, 1)
         log_event(log, "index_run", level=level, **fields)
-        return fields["outcome"] == "storage_full"
+        return str(fields["outcome"])
 
     def embed(self, key: str) -> int:
-        """One index run, in a worker thread: embed what the user's memory has pending."""
+        """One index run, in a worker thread: embed what the user's memory has pending (or a
+        slice of it: IndexYielded)."""
+        progress = Slice(self.slice_seconds, lambda: self._waiting > 0, lambda: self._stopping)
         with self.registry.lease(key, create=False) as memory:
-            return 0 if memory is None else memory.embed_pending(progress=self._progress)
-
-    def _progress(self, done: int, total: int) -> None:
-        if self._stopping:  # each batch is committed: stopping between two loses nothing
-            raise IndexStopped
+            return 0 if memory is None else memory.embed_pending(progress=progress)
 
     def _keys_with_pending(self) -> tuple[list[str], int]:
         """The users with turns waiting for vectors, and how many memories were looked at.

@@ -8,6 +8,10 @@ once, and the lock of a replica that dies goes with its connection, so another r
 row up again. After a run the row is deleted if its generation is unchanged; a write during the
 run bumped it, which earns exactly one more run, one debounce later.
 
+A run takes turns with other users as `Indexer`'s do: once it has embedded for `slice_seconds`
+while the last poll saw other users' jobs due, it stops after its current (committed) batch,
+keeps its row and puts it behind the jobs due now (the queue is ordered by `requested_at`).
+
 Same interface as `Indexer` (schedule, busy, wait_idle, catch_up, stop and the counters), so the
 server does not know which one it has.
 """
@@ -22,7 +26,7 @@ from collections import Counter, deque
 
 from psycopg_pool import ConnectionPool
 
-from ireneo.server.indexer import IndexStopped
+from ireneo.server.indexer import SLICE_SECONDS, IndexStopped, IndexYielded, Slice
 from ireneo.server.logs import log_event
 from ireneo.server.memories import MemoryRegistry
 from ireneo.store.pg_schema import SCHEMA
@@ -45,12 +49,15 @@ class SharedIndexer:
         debounce: float = 1.0,
         concurrency: int = 1,
         poll: float | None = None,
+        slice_seconds: float = SLICE_SECONDS,
     ):
         self.registry = registry
         self.pool = pool
         self.debounce = debounce
         self.poll = poll if poll is not None else min(1.0, max(0.05, debounce))
         self.concurrency = max(1, concurrency)
+        self.slice_seconds = slice_seconds
+        self._others_due = 0  # due jobs of users not indexed here, at the last poll
         self._wake: asyncio.Event | None = None
         self._poller: asyncio.Task | None = None
         self._running: set[asyncio.Task] = set()
@@ -59,6 +66,7 @@ class SharedIndexer:
         self.runs: Counter[str] = Counter()
         self.failures: Counter[str] = Counter()
         self.skipped = 0  # due jobs another replica held
+        self.yielded = 0  # runs that stopped to let other users' jobs go first
         self.overlaps = 0
         self.events: deque[tuple[str, str, float]] = deque(maxlen=10_000)
 
@@ -120,18 +128,16 @@ class SharedIndexer:
                 await asyncio.wait_for(self._wake.wait(), timeout=self.poll)
             self._wake.clear()
             free = self.concurrency - self.busy()
-            if free <= 0:
-                continue
-            try:
-                due = await asyncio.to_thread(self._due, free + self.busy())
+            try:  # asked even with no free slot: whether a run here should let others go first
+                due = await asyncio.to_thread(self._due, self.concurrency + self.busy())
             except Exception as exc:  # the database is away: try again at the next poll
                 log_event(log, "index_poll", level=logging.ERROR, error=type(exc).__name__)
                 continue
-            for key in due:
+            others = [key for key in due if not self._keys_running[key]]
+            self._others_due = len(others)
+            for key in others:
                 if free <= 0:
                     break
-                if self._keys_running[key]:
-                    continue
                 free -= 1
                 task = asyncio.get_running_loop().create_task(self._run(key))
                 self._running.add(task)
@@ -152,6 +158,11 @@ class SharedIndexer:
                 return
             self.runs[key] += 1
             fields.update(passages=done, outcome="ok")
+        except IndexYielded as exc:
+            self.runs[key] += 1
+            self.yielded += 1
+            fields.update(passages=exc.done, outcome="yielded")
+            self.schedule(key)  # its row is due again: poll now, not in a second
         except IndexStopped:
             fields["outcome"] = "stopped"
         except Exception as exc:
@@ -186,6 +197,13 @@ class SharedIndexer:
                     return 0
                 try:
                     done = self._embed(key)
+                except IndexYielded:  # due at once, behind the jobs due now
+                    conn.execute(
+                        f"UPDATE {SCHEMA}.index_jobs "
+                        "SET requested_at = now() - make_interval(secs => %s) WHERE user_id = %s",
+                        (self.debounce, key),
+                    )
+                    raise
                 except IndexStopped:
                     raise
                 except Exception:
@@ -209,12 +227,9 @@ class SharedIndexer:
                 conn.execute(f"SELECT pg_advisory_unlock({_LOCK})", (key,))
 
     def _embed(self, key: str) -> int:
+        progress = Slice(self.slice_seconds, lambda: self._others_due > 0, lambda: self._stopping)
         with self.registry.lease(key, create=False) as memory:
-            return 0 if memory is None else memory.embed_pending(progress=self._progress)
-
-    def _progress(self, done: int, total: int) -> None:
-        if self._stopping:  # each batch is committed: stopping between two loses nothing
-            raise IndexStopped
+            return 0 if memory is None else memory.embed_pending(progress=progress)
 
     def _due(self, limit: int) -> list[str]:
         with self.pool.connection() as conn:

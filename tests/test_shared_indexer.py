@@ -1,0 +1,61 @@
+"""The replicas' indexer on a real PostgreSQL: a long backfill takes turns with other users."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from ireneo.memory import Memory
+from ireneo.server.memories import MemoryRegistry, user_key
+from ireneo.server.shared_indexer import SharedIndexer
+from ireneo.store.postgres import open_pool
+from tests import pg_cluster
+from tests.test_indexer import turns
+
+
+@pytest.fixture
+def pool(pg_database):
+    """A database of its own, so no other test's queued index jobs are in it."""
+    database = pg_cluster.prepare(pg_database.superuser_url)
+    pool = open_pool(database.app_url, max_size=6)
+    yield pool
+    pool.close()
+
+
+def store(pool, key: str, count: int) -> None:
+    with Memory(database=pool, user=key) as memory:
+        memory.store_turns(turns(key, count))
+
+
+def pending(pool, key: str) -> int:
+    with Memory(database=pool, user=key) as memory:
+        return memory.pending()
+
+
+def test_a_long_backfill_lets_a_user_queued_later_go_first(pool, tmp_path):
+    big, small = user_key("big"), user_key("small")
+    store(pool, big, 1200)  # five batches of 256
+    time.sleep(0.2)
+    store(pool, small, 4)  # queued after the big user's job
+    registry = MemoryRegistry(tmp_path, database=pool)
+
+    async def scenario() -> SharedIndexer:
+        indexer = SharedIndexer(registry, pool, debounce=0.05, slice_seconds=0.0)
+        await indexer.catch_up()
+        await indexer.wait_idle(300)
+        await indexer.stop()
+        return indexer
+
+    try:
+        indexer = asyncio.run(scenario())
+    finally:
+        registry.close_all()
+    ends = {
+        key: max(at for k, event, at in indexer.events if k == key and event == "end")
+        for key in (big, small)
+    }
+    assert ends[small] < ends[big]  # the small user did not wait for the whole backfill
+    assert indexer.yielded >= 1 and indexer.runs[big] >= 2 and indexer.overlaps == 0
+    assert pending(pool, big) == 0 and pending(pool, small) == 0
