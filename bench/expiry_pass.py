@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ireneo.config import MemoryPolicy
 from ireneo.server.expiry import MemoryExpiry
-from ireneo.server.memories import MemoryRegistry
+from ireneo.server.memories import OpenMemories
 
 
 def rss_mb() -> int:
@@ -32,7 +32,7 @@ def main() -> None:
     p.add_argument("users", type=Path, help="a users directory (one memory per key)")
     p.add_argument("--budget-mb", type=int, default=256, help="the registry's budget [256]")
     args = p.parse_args()
-    registry = MemoryRegistry(args.users, capacity=2048, budget_bytes=args.budget_mb << 20)
+    registry = OpenMemories(args.users, capacity=2048, budget_bytes=args.budget_mb << 20)
     job = MemoryExpiry(registry, MemoryPolicy(), lambda: datetime.now(UTC), 3600)
     before = rss_mb()
     wall, cpu = time.perf_counter(), time.process_time()

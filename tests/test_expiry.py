@@ -8,7 +8,7 @@ from ireneo.config import MemoryPolicy
 from ireneo.memories import ExplicitMemories
 from ireneo.memory import Memory
 from ireneo.server.expiry import MemoryExpiry
-from ireneo.server.memories import MemoryRegistry, user_key
+from ireneo.server.memories import OpenMemories, user_key
 from ireneo.store.sqlite import expirable_in
 
 THEN = datetime(2026, 9, 1, 12, 0, tzinfo=UTC)
@@ -39,7 +39,7 @@ def test_a_pass_opens_only_the_memories_with_something_to_expire(tmp_path):
     for n, key in enumerate(keys):
         # one old low memory in every fourth user; recent or important ones elsewhere
         saved(users / key, "low" if n % 4 == 0 else "high", THEN if n % 2 == 0 else NOW)
-    registry = MemoryRegistry(users, capacity=64)
+    registry = OpenMemories(users, capacity=64)
     expiry = MemoryExpiry(registry, MemoryPolicy(low_max_age_days=30), lambda: NOW, 3600)
     try:
         assert expiry.run_once() == 3
@@ -52,6 +52,6 @@ def test_a_pass_opens_only_the_memories_with_something_to_expire(tmp_path):
 def test_a_pass_with_expiry_off_opens_nothing(tmp_path):
     users = tmp_path / "users"
     saved(users / user_key("a"), "low", THEN)
-    registry = MemoryRegistry(users, capacity=64)
+    registry = OpenMemories(users, capacity=64)
     expiry = MemoryExpiry(registry, MemoryPolicy(low_max_age_days=0), lambda: NOW, 3600)
     assert expiry.run_once() == 0 and registry.opened == 0

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from ireneo.memory import Memory
 from ireneo.model import Block, Turn
 from ireneo.server.indexer import Indexer
-from ireneo.server.memories import MemoryRegistry, user_key
+from ireneo.server.memories import OpenMemories, user_key
 from ireneo.store.sqlite import pending_in
 
 START = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
@@ -68,7 +68,7 @@ def test_catch_up_opens_only_the_memories_with_work(tmp_path):
     with_work = set(keys[::8])  # 3 of 24
     for key in keys:
         stored(users / key, 4, embed=key not in with_work)
-    registry = MemoryRegistry(users, capacity=64)
+    registry = OpenMemories(users, capacity=64)
 
     async def scenario() -> tuple[int, int]:
         indexer = Indexer(registry, debounce=0.01)
@@ -93,7 +93,7 @@ def test_a_long_backfill_lets_a_user_who_posted_later_go_first(tmp_path):
     big, small = user_key("big"), user_key("small")
     stored(users / big, 1200, embed=False)  # five batches of 256
     stored(users / small, 4, embed=False)
-    registry = MemoryRegistry(users, capacity=64)
+    registry = OpenMemories(users, capacity=64)
 
     async def scenario() -> Indexer:
         indexer = Indexer(registry, debounce=0.01, slice_seconds=0.0)

@@ -8,7 +8,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from ireneo import Memory
-from ireneo.server.memories import MemoryRegistry, user_key
+from ireneo.server.memories import OpenMemories, user_key
 
 
 def test_the_byte_budget_closes_the_least_recently_used_memories(tmp_path):
@@ -16,7 +16,7 @@ def test_the_byte_budget_closes_the_least_recently_used_memories(tmp_path):
     one = probe.store.resident_bytes()
     probe.close()
     assert one > 0
-    reg = MemoryRegistry(tmp_path / "users", capacity=100, budget_bytes=int(2.5 * one))
+    reg = OpenMemories(tmp_path / "users", capacity=100, budget_bytes=int(2.5 * one))
     keys = [user_key(name) for name in ("a", "b", "c", "d")]
     opened = []
     for key in keys:
@@ -54,7 +54,7 @@ def test_a_slow_open_does_not_hold_up_other_users_and_one_key_opens_once(tmp_pat
             assert gate.wait(30)
         return Memory(path, **options)
 
-    reg = MemoryRegistry(tmp_path / "users", capacity=10, opener=opener)
+    reg = OpenMemories(tmp_path / "users", capacity=10, opener=opener)
     fast = user_key("fast")
     with reg.lease(fast, create=True):
         pass

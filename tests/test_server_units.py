@@ -12,7 +12,7 @@ import pytest
 from ireneo.memory import Memory
 from ireneo.server import tools
 from ireneo.server.indexer import Indexer
-from ireneo.server.memories import MemoryRegistry, user_key
+from ireneo.server.memories import OpenMemories, user_key
 from ireneo.server.returned import MAX_QUEUED_TURNS, ReturnedLog
 
 
@@ -26,7 +26,7 @@ class FakeMemory:
 
 
 def registry(tmp_path, capacity=2):
-    return MemoryRegistry(tmp_path / "users", capacity=capacity, opener=FakeMemory)
+    return OpenMemories(tmp_path / "users", capacity=capacity, opener=FakeMemory)
 
 
 def test_user_keys_are_stable_hashes_not_names():

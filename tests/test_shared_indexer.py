@@ -8,7 +8,7 @@ import time
 import pytest
 
 from ireneo.memory import Memory
-from ireneo.server.memories import MemoryRegistry, user_key
+from ireneo.server.memories import OpenMemories, user_key
 from ireneo.server.shared_indexer import SharedIndexer
 from ireneo.store.postgres import open_pool
 from tests import pg_cluster
@@ -39,7 +39,7 @@ def test_a_long_backfill_lets_a_user_queued_later_go_first(pool, tmp_path):
     store(pool, big, 1200)  # five batches of 256
     time.sleep(0.2)
     store(pool, small, 4)  # queued after the big user's job
-    registry = MemoryRegistry(tmp_path, database=pool)
+    registry = OpenMemories(tmp_path, database=pool)
 
     async def scenario() -> SharedIndexer:
         indexer = SharedIndexer(registry, pool, debounce=0.05, slice_seconds=0.0)

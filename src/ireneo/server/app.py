@@ -45,7 +45,7 @@ from ireneo.server.ingest import IngestRoute
 from ireneo.server.inspect import Inspector
 from ireneo.server.limits import BodyLimit, Limits
 from ireneo.server.logs import RequestLog, log_event
-from ireneo.server.memories import MemoryRegistry, user_key
+from ireneo.server.memories import OpenMemories, user_key
 from ireneo.server.returned import RETURNED
 from ireneo.server.tools import (
     Caller,
@@ -86,7 +86,7 @@ class ServerState:
     settings: Settings
     limits: Limits
     pool: ConnectionPool | None  # PostgreSQL's, shared by every memory; None on SQLite
-    registry: MemoryRegistry
+    registry: OpenMemories
     indexer: Indexer | SharedIndexer
     verifier: IreneoJWTVerifier
     calls: ToolCalls  # every tool call's slots and deadline
@@ -135,7 +135,7 @@ def build_state(settings: Settings, clock: Clock) -> ServerState:
     """Every part of the server, each given its settings here and nowhere else."""
     limits = Limits.from_settings(settings)
     pool = _database(settings)
-    registry = MemoryRegistry(
+    registry = OpenMemories(
         settings.users_dir,
         capacity=settings.max_open_memories,
         budget_bytes=settings.max_open_mb * 2**20,
@@ -262,7 +262,7 @@ async def _close(state: ServerState) -> None:
     log_event(log, "server_stop", index_runs=sum(state.indexer.runs.values()))
 
 
-def token_caller(registry: MemoryRegistry, *, create: bool) -> Caller:
+def token_caller(registry: OpenMemories, *, create: bool) -> Caller:
     """The MCP caller: the bearer token's user, with a lease on their memory (`create`: one
     that makes it, for store_memory); None when the token names no user."""
 
@@ -304,7 +304,7 @@ def uvicorn_options(settings: Settings) -> dict:
 
 
 def _indexer(
-    settings: Settings, registry: MemoryRegistry, pool: ConnectionPool | None
+    settings: Settings, registry: OpenMemories, pool: ConnectionPool | None
 ) -> Indexer | SharedIndexer:
     if pool is None:
         return Indexer(

@@ -44,7 +44,7 @@ from ireneo.model import Block, Hit, Turn, format_ts
 from ireneo.render import render_hits
 from ireneo.server.indexer import Indexer
 from ireneo.server.logs import log_event
-from ireneo.server.memories import MemoryRegistry, user_key
+from ireneo.server.memories import OpenMemories, user_key
 from ireneo.server.tools import Recaller, note_returned, returned_turns
 from ireneo.users import MAX_USER_CHARS, user_problem
 
@@ -144,7 +144,7 @@ class ChatRoutes:
         self,
         *,
         settings: Settings,
-        registry: MemoryRegistry,
+        registry: OpenMemories,
         indexer: Indexer,
         recaller: Recaller,
         clock: Clock,

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from ireneo.memories import ExplicitMemories, MemoryPolicy
 from ireneo.server.logs import log_event
-from ireneo.server.memories import MemoryRegistry
+from ireneo.server.memories import OpenMemories
 from ireneo.server.periodic import every
 from ireneo.store.sqlite import expirable_in
 
@@ -26,7 +26,7 @@ class MemoryExpiry:
 
     def __init__(
         self,
-        registry: MemoryRegistry,
+        registry: OpenMemories,
         policy: MemoryPolicy,
         clock: Callable[[], datetime],
         interval: float,

@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse
 from ireneo.formats.gateway import CONVERSATION_ID, MAX_USER_CHARS
 from ireneo.server.ingest import ingest_key_matches
 from ireneo.server.logs import log_event
-from ireneo.server.memories import MemoryRegistry, user_key
+from ireneo.server.memories import OpenMemories, user_key
 from ireneo.server.periodic import every
 from ireneo.store.base import AuditEntry, Forgotten, conversation_digest
 
@@ -66,7 +66,7 @@ class AuditFile:
 class Forgetter:
     """Every forget the server does goes through here (blocking: call it in a worker thread)."""
 
-    def __init__(self, registry: MemoryRegistry, audit: AuditFile, clock: Callable[[], datetime]):
+    def __init__(self, registry: OpenMemories, audit: AuditFile, clock: Callable[[], datetime]):
         self.registry = registry
         self.audit = audit
         self.clock = clock

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from ireneo.errors import StorageFull
 from ireneo.server.logs import log_event
-from ireneo.server.memories import MemoryRegistry
+from ireneo.server.memories import OpenMemories
 from ireneo.store.sqlite import pending_in
 
 log = logging.getLogger("ireneo.server.indexer")
@@ -87,7 +87,7 @@ class Slice:
 class Indexer:
     def __init__(
         self,
-        registry: MemoryRegistry,
+        registry: OpenMemories,
         *,
         debounce: float = 1.0,
         concurrency: int = 1,

@@ -32,7 +32,7 @@ from ireneo.formats.json_body import decode_json_body
 from ireneo.server.deadlines import BodyTimeout, late_body_answer
 from ireneo.server.indexer import Indexer
 from ireneo.server.logs import log_event
-from ireneo.server.memories import MemoryRegistry, user_key
+from ireneo.server.memories import OpenMemories, user_key
 from ireneo.server.returned import RETURNED
 
 log = logging.getLogger("ireneo.server.ingest")
@@ -49,7 +49,7 @@ class IngestRoute:
     def __init__(
         self,
         *,
-        registry: MemoryRegistry,
+        registry: OpenMemories,
         indexer: Indexer,
         ingest_key: str | None,
         max_body_bytes: int,

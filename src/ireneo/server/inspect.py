@@ -45,7 +45,7 @@ from ireneo.memory import Memory
 from ireneo.model import Hit, SessionSummary, Turn
 from ireneo.server.auth import IreneoJWTVerifier, caller_user
 from ireneo.server.forget import Forgetter
-from ireneo.server.memories import MemoryRegistry, user_key
+from ireneo.server.memories import OpenMemories, user_key
 from ireneo.users import user_problem
 
 COOKIE = "ireneo_inspect"
@@ -185,7 +185,7 @@ class Inspector:
     def __init__(
         self,
         *,
-        registry: MemoryRegistry,
+        registry: OpenMemories,
         forgetter: Forgetter,
         verifier: IreneoJWTVerifier,
         admin_key: str | None,

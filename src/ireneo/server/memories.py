@@ -82,7 +82,7 @@ def fd_room() -> int:
     return max(1, (soft - FD_SPARE) // FD_PER_MEMORY)
 
 
-class MemoryRegistry:
+class OpenMemories:
     def __init__(
         self,
         users_dir: Path,

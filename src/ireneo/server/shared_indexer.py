@@ -28,7 +28,7 @@ from psycopg_pool import ConnectionPool
 
 from ireneo.server.indexer import SLICE_SECONDS, IndexStopped, IndexYielded, Slice
 from ireneo.server.logs import log_event
-from ireneo.server.memories import MemoryRegistry
+from ireneo.server.memories import OpenMemories
 from ireneo.store.pg_schema import SCHEMA
 
 log = logging.getLogger("ireneo.server.indexer")
@@ -43,7 +43,7 @@ DUE = (
 class SharedIndexer:
     def __init__(
         self,
-        registry: MemoryRegistry,
+        registry: OpenMemories,
         pool: ConnectionPool,
         *,
         debounce: float = 1.0,
