@@ -53,9 +53,14 @@ def is_echo(text: str, returned: list[str], policy: EchoPolicy) -> bool:
     the window, thousands for a busy user, and `text` has only a few trigrams and numbers."""
     if not policy.enabled or not returned:
         return False
+    own_numbers = numbers(text)
+    if own_numbers:  # a number not even inside a returned turn is new: decided without words
+        lowered = "\n".join(source.lower() for source in returned)
+        if any(word not in lowered for word in own_numbers):
+            return False
     shown = "\n".join(map(_word_line, returned))
     # a number of `text` is a word of a returned turn, as it is one of that turn's numbers
-    if any(f" {word} " not in shown for word in numbers(text)):
+    if any(f" {word} " not in shown for word in own_numbers):
         return False
     own = trigrams(text)  # the share found, as `overlap` counts it
     found = sum(f" {a} {b} {c} " in shown for a, b, c in own)
