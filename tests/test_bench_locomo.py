@@ -230,6 +230,7 @@ def test_the_real_file_one_sample(tmp_path):
     overall = document["summary"]["overall"]
     assert overall["questions"] + document["dropped_questions"] == len(asked)
     assert document["dropped_questions"] <= 5
-    # the tool shows about three windows; BM25 alone at the same turns is the bar to pass
-    assert 3 <= overall["shown"] <= 20
+    # the tool shows three hits, their context grown within its characters (LoCoMo's turns are
+    # short: about 20 turns); BM25 alone at the same turns is the bar to pass
+    assert 3 <= overall["shown"] <= 3 * (3 + 2 * 12)
     assert overall["answer_ireneo"] >= 0.4 and overall["top10_ireneo"] >= 0.4

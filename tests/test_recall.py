@@ -463,3 +463,93 @@ def test_a_question_about_a_person_finds_the_turns_they_speak(memory, tmp_path):
     assert memory.recall(query, k=1)[0].session_id == "b-caroline"
     memory.fusion = replace(memory.fusion, speakers=False)  # by the text alone
     assert memory.recall(query, k=1)[0].session_id != "b-caroline"
+
+
+def _chat(tmp_path, session_id: str, texts: list[str]) -> None:
+    conversation(tmp_path, session_id, texts)
+
+
+def _shown(hit) -> list[int]:
+    return sorted([hit.seq, *(c.seq for c in hit.context)])
+
+
+def test_short_turns_show_more_of_the_conversation_within_the_budget(memory, tmp_path):
+    """Past ranking, a hit's context grows turn by turn, nearest first and alternating sides,
+    while the whole rendered answer fits its characters: never past them."""
+    from ireneo.model import ContextTurn
+    from ireneo.render import render_hits, within
+
+    filler = [f"Short line number {n:02d} about lunch." for n in range(30)]
+    _chat(tmp_path, "chat", [*filler[:15], "The chiller CH-7 valve was replaced.", *filler[15:]])
+    _chat(tmp_path, "other", ["The boiler was fine.", "Good to hear."])
+    memory.index([tmp_path])
+    turns = memory.get("chat")
+    plain = memory.recall("chiller CH-7 valve", k=1)
+    assert plain[0].seq == 15 and len(plain[0].context) in (2, 3)
+    for budget in (len(render_hits(plain)), 700, 1_000, 1_500, 4_000):
+        grown = memory.recall("chiller CH-7 valve", k=1, fits=within(budget))
+        hit = grown[0]
+        assert len(render_hits(grown)) <= budget  # never past the budget
+        assert (hit.seq, hit.score) == (plain[0].seq, plain[0].score)  # the same ranking
+        seqs = _shown(hit)
+        assert set(seqs) >= set(_shown(plain[0]))
+        assert seqs == list(range(seqs[0], seqs[-1] + 1))  # one run of turns
+        assert abs((15 - seqs[0]) - (seqs[-1] - 15)) <= 1  # nearest first, both sides
+        lo, hi = _shown(plain[0])[0] - search.REACH, _shown(plain[0])[-1] + search.REACH
+        for nxt in {seqs[0] - 1, seqs[-1] + 1} & set(range(max(lo, 0), min(hi, 30) + 1)):
+            # room is what stopped it, short of the reach and the conversation's ends
+            more = replace(hit, context=[*hit.context, ContextTurn(nxt, "user", hit.ts, "")])
+            text = turns[nxt].text
+            more.context[-1] = replace(more.context[-1], role=turns[nxt].role, text=text)
+            assert len(render_hits([more])) > budget
+    assert len(_shown(memory.recall("chiller CH-7 valve", k=1, fits=within(1_000))[0])) > 6
+    widest = memory.recall("chiller CH-7 valve", k=1, fits=within(100_000))[0]
+    assert _shown(widest)[0] == _shown(plain[0])[0] - search.REACH  # as far as it reads
+    assert _shown(widest)[-1] == _shown(plain[0])[-1] + search.REACH
+
+
+def test_long_turns_give_the_answer_of_before(memory, tmp_path):
+    from ireneo.render import render_hits, within
+
+    long = ["A long turn about the weather and the train. " * 12 for _ in range(8)]
+    _chat(tmp_path, "long-chat", [*long[:4], "The chiller CH-7 valve was replaced.", *long[4:]])
+    memory.index([tmp_path])
+    plain = memory.recall("chiller CH-7 valve", k=1)
+    budget = len(render_hits(plain)) + 500  # room, but less than a neighbour's 600 characters
+    assert memory.recall("chiller CH-7 valve", k=1, fits=within(budget)) == plain
+    too_small = within(len(render_hits(plain)) - 1)  # today's answer is already cut: unchanged
+    assert memory.recall("chiller CH-7 valve", k=1, fits=too_small) == plain
+
+
+def test_a_turn_beside_a_better_hit_is_not_shown_again(memory, tmp_path):
+    from ireneo.render import render_hits, within
+
+    texts = [f"Small talk {n}." for n in range(20)]
+    texts[5] = "The chiller CH-7 valve leaked on Monday."
+    texts[10] = "The chiller CH-7 valve was replaced on Friday."
+    _chat(tmp_path, "chat", texts)
+    memory.index([tmp_path])
+    plain = memory.recall("chiller CH-7 valve", k=2)
+    assert sorted(h.seq for h in plain) == [5, 10]
+    grown = memory.recall("chiller CH-7 valve", k=2, fits=within(4_000))
+    assert [h.seq for h in grown] == [h.seq for h in plain]
+    first, second = (set(_shown(h)) for h in grown)
+    assert not first & second  # each turn once, beside the better hit
+    assert first | second >= set(range(6, 10))  # the turns between the two are all shown
+    assert len(render_hits(grown)) <= 4_000
+
+
+def test_the_tool_answer_grows_its_context_and_counts_what_it_shows(memory, tmp_path):
+    from ireneo.server.tools import recall_answer, returned_turns
+
+    filler = [f"Short line number {n} about lunch." for n in range(30)]
+    _chat(tmp_path, "chat", [*filler[:15], "The chiller CH-7 valve was replaced.", *filler[15:]])
+    memory.index([tmp_path])
+    hits, text = recall_answer(memory, "chiller CH-7 valve", 3, 1_200)
+    assert len(text) <= 1_200 and "[…" not in text
+    assert len(returned_turns(hits)) > 3
+    for hit in hits:  # every turn the hits hold is in the text, as the grammar prints it
+        for turn in [hit, *hit.context]:
+            assert f"[{turn.seq}] user:" in text or f"[{turn.seq}] assistant:" in text
+    unlimited, _ = recall_answer(memory, "chiller CH-7 valve", 3, None)
+    assert [_shown(h) for h in unlimited] == [_shown(h) for h in memory.recall("chiller CH-7", 3)]

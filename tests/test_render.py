@@ -1,7 +1,7 @@
 from datetime import UTC, datetime
 
 from ireneo.model import Block, ContextTurn, Hit, Turn
-from ireneo.render import cut_block, render_hits, render_turns
+from ireneo.render import cut_block, render_hits, render_turns, within
 
 TS = datetime(2026, 10, 8, 9, 14, tzinfo=UTC)
 
@@ -71,3 +71,19 @@ def test_a_cut_passage_never_ends_in_a_framing_line_cut_short():
         last = lines[-1]
         if last != "[…]":  # no quoted line fitted: the whole framing lines, then "[…]"
             assert last.startswith("    |") and last.endswith(" […]"), (room, last)
+
+
+def test_within_measures_the_answer_as_the_tool_names_its_conversations():
+    hits = [hit(1, "x" * 50), hit(2, "y" * 50)]
+    asked: list[str] = []
+
+    def ref(session_id: str) -> str:
+        asked.append(session_id)
+        return "r" * 40  # a name longer than the conversation's id
+
+    as_tool = render_hits(hits, refs={"s1": "r" * 40, "s2": "r" * 40})
+    assert within(len(as_tool), ref)(hits) and not within(len(as_tool) - 1, ref)(hits)
+    assert within(len(as_tool) - 1)(hits)  # by ids, the same answer is shorter
+    fits = within(10_000, ref)
+    asked.clear()
+    assert fits(hits) and fits(hits) and asked == ["s1", "s2"]  # each looked up once

@@ -202,10 +202,14 @@ class Memory:
         radius: int = 1,
         reranker: search.Reranker | None = None,
         include_echoes: bool = False,
+        fits: Callable[[list[Hit]], bool] | None = None,
     ) -> list[Hit]:
         """The `k` turns that best match `query`, best first, each with its neighbours.
         Recall echoes (ireneo.echoes) are left out unless `include_echoes`. `reranker`, when
-        given, is the last stage instead of the memory's own (`rerank`, ireneo.rerank)."""
+        given, is the last stage instead of the memory's own (`rerank`, ireneo.rerank).
+        `fits`, when given, says whether an answer made of these hits fits where it is shown
+        (render.within: the MCP tool's text within its characters); each hit's context then
+        grows, nearest turn first, while it does (search.widen). Ranking is the same."""
         filters = Filters(
             include_echoes=include_echoes,
             since=_instant(since, end_of_day=False),
@@ -219,9 +223,12 @@ class Memory:
             embed = self._embed_query
             if self.rerank and not reranker:
                 reranker = load_reranker(self.rerank, self.embedder)
-        return search.recall(
+        hits = search.recall(
             self.store, embed, query, k, filters, radius, self.fusion, reranker, self.hangul
         )
+        if fits is None:
+            return hits
+        return search.widen(self.store, hits, fits, include_echoes=include_echoes)
 
     def get(
         self, session_id: str, from_seq: int | None = None, to_seq: int | None = None

@@ -10,6 +10,7 @@ line breaks and control characters replaced by spaces.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from ireneo.model import Hit, SessionSummary, Turn
 from ireneo.store import Status
@@ -88,6 +89,30 @@ def render_hits(
         room = max_chars - len(_cut_line(len(blocks) - 1)) - 6
         kept.append(cut_block(blocks[0], room))
     return _join([*kept, _cut_line(len(blocks) - len(kept))])
+
+
+def within(max_chars: int, ref: Callable[[str], str] | None = None) -> Callable[[list[Hit]], bool]:
+    """Whether hits, rendered by `render_hits` whole (conversations named by `ref`, as the MCP
+    tool names them, or by their ids), fit in `max_chars`: the test under which a hit's context
+    grows (Memory.recall's `fits`). Each hit's block is measured once: a hit grows one turn at
+    a time, and the others are the same objects as before."""
+    refs: dict[str, str] = {}
+    sizes: dict[tuple[int, int], tuple[Hit, int]] = {}  # by number and id(hit), the hit kept
+
+    def size(number: int, hit: Hit) -> int:
+        known = sizes.get((number, id(hit)))
+        if known is None or known[0] is not hit:
+            if ref is not None and hit.session_id not in refs:
+                refs[hit.session_id] = ref(hit.session_id)
+            block = render_hit(number, hit, refs.get(hit.session_id))
+            known = sizes[(number, id(hit))] = (hit, len(block))
+        return known[1]
+
+    def fits(hits: list[Hit]) -> bool:
+        blocks = [size(number, hit) for number, hit in enumerate(hits, 1)]
+        return sum(blocks) + 2 * (len(blocks) - 1) <= max_chars  # joined by blank lines
+
+    return fits
 
 
 def _cut_line(count: int) -> str:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import NamedTuple, Protocol
 
@@ -40,7 +40,7 @@ import numpy as np
 
 from ireneo import relevance
 from ireneo.analyze import Hangul, names, query_terms, runs_of_capitals, terms, written_names
-from ireneo.model import Hit
+from ireneo.model import Hit, Turn
 from ireneo.store import Filters, Store, TermStats
 from ireneo.store.base import BM25_K1
 from ireneo.store.layout import PassageLayout
@@ -51,6 +51,9 @@ CANDIDATE_SHARE = 0.05  # lexical candidates: the rarest terms' postings, up to 
 # The best windows whose text is read for a name the query mentions written with a number after
 # it, which names another place ("Riverside Plant 2" is not the "Riverside Plant" asked about).
 NAME_CHECK_DEPTH = 10
+# How many turns beyond a hit's context `widen` reads on each side for it to grow into: a bound
+# on the work (a turn takes at least a line and a quote of the answer).
+REACH = 12
 
 
 class Score(NamedTuple):
@@ -648,6 +651,52 @@ def build_hits(
         hits.append(
             Hit(session_id, hit.turn_uuid, best, hit.ts, hit.role, hit.text, score.window, context)
         )
+    return hits
+
+
+def widen(
+    store: Store,
+    hits: list[Hit],
+    fits: Callable[[list[Hit]], bool],
+    *,
+    include_echoes: bool = False,
+) -> list[Hit]:
+    """The hits with their context grown while the whole answer still `fits` (the caller's
+    budget for what it shows): one turn at a time, the turn nearest its hit first (before it
+    on a tie, so the sides alternate), every hit's nearest ring before any hit's next one.
+
+    A side stops growing at the first turn that does not fit, at a turn another hit already
+    shows (a turn is shown once, beside the better hit), at the end of its conversation, or
+    REACH turns out. Ranking is untouched: this only shows more of each conversation when its
+    turns are short, and an answer that does not fit as it is stays exactly as it is.
+    """
+    if not hits or not fits(hits):
+        return hits
+    spans = [
+        (min(t.seq for t in [h, *h.context]), max(t.seq for t in [h, *h.context])) for h in hits
+    ]
+    reads = store.turn_windows(
+        [(h.session_id, lo - REACH, hi + REACH) for h, (lo, hi) in zip(hits, spans, strict=True)]
+    )
+    shown = {(h.session_id, t.seq) for h in hits for t in [h, *h.context]}
+    # each side: the turns beyond the hit's span, nearest first
+    sides: dict[tuple[int, int], list[Turn]] = {}
+    for i, ((lo, hi), turns) in enumerate(zip(spans, reads, strict=True)):
+        sides[(i, 0)] = [t for t in reversed(turns) if t.seq < lo]
+        sides[(i, 1)] = [t for t in turns if t.seq > hi]
+    hits = list(hits)
+    while sides := {side: outward for side, outward in sides.items() if outward}:
+        i, side = min(sides, key=lambda s: (abs(sides[s][0].seq - hits[s[0]].seq), s))
+        turn = sides[(i, side)].pop(0)
+        if turn.echo and not include_echoes:
+            continue  # not shown, and no reason to stop there
+        context = sorted([*hits[i].context, turn.as_context()], key=lambda t: t.seq)
+        grown = [*hits[:i], replace(hits[i], context=context), *hits[i + 1 :]]
+        if (hits[i].session_id, turn.seq) in shown or not fits(grown):
+            sides[(i, side)] = []  # this side is done
+            continue
+        hits = grown
+        shown.add((hits[i].session_id, turn.seq))
     return hits
 
 

@@ -38,7 +38,7 @@ from ireneo.memories import (
 )
 from ireneo.memory import Memory
 from ireneo.model import Hit
-from ireneo.render import cut_block, render_hits, render_turns
+from ireneo.render import cut_block, render_hits, render_turns, within
 from ireneo.server.limits import Limits
 from ireneo.server.logs import log_event
 from ireneo.server.returned import RETURNED
@@ -140,7 +140,8 @@ def recall_answer(
 ) -> tuple[list[Hit], str]:
     """The hits `recall_my_conversations` finds for `query` and the text it shows of them
     (whole passages within `max_chars`; "" without a hit). The LoCoMo bench reads the same."""
-    hits = memory.recall(query, k=k)
+    fits = within(max_chars, memory.session_ref) if max_chars else None
+    hits = memory.recall(query, k=k, fits=fits)  # the context grows within max_chars
     if not hits:
         return hits, ""
     refs = {hit.session_id: memory.session_ref(hit.session_id) for hit in hits}
