@@ -30,7 +30,10 @@ RUN useradd --uid 10001 --create-home --shell /usr/sbin/nologin app \
 USER app
 
 # One memory per user lives under /data/users/<sha256(user)[:24]>: keep it on a volume.
-ENV IRENEO_HOME=/data
+# Two malloc arenas: glibc otherwise gives each worker thread an arena of its own, which the
+# churn of opening and closing many users' memories leaves fragmented (docs/scaling.md).
+ENV IRENEO_HOME=/data \
+    MALLOC_ARENA_MAX=2
 VOLUME /data
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
