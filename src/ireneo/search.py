@@ -25,6 +25,9 @@
    with its neighbours and the rest of the window. A window whose last turn asks a question
    also shows the reply: a fact is often said in answer ("What did the numbers look like?" /
    "6.03% rejects"), and a hit that stopped at the question would leave the answer unseen.
+6. Shown: past ranking, an answer with a budget (the MCP tool's characters) shows more of each
+   hit's conversation while it fits (`widen`): evidence is often a turn or two beyond the
+   window, and short turns leave the budget mostly unused.
 """
 
 from __future__ import annotations
