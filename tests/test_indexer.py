@@ -6,9 +6,11 @@ import asyncio
 import random
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from ireneo.memory import Memory
 from ireneo.model import Block, Turn
-from ireneo.server.indexer import Indexer
+from ireneo.server.indexer import Indexer, IndexStopped, IndexYielded, Slice
 from ireneo.server.memories import OpenMemories, user_key
 from ireneo.store.sqlite import pending_in
 
@@ -116,3 +118,16 @@ def test_a_long_backfill_lets_a_user_who_posted_later_go_first(tmp_path):
     assert ends[small] < ends[big]  # the small user did not wait for the whole backfill
     assert indexer.yielded >= 1 and indexer.runs[big] >= 2 and indexer.overlaps == 0
     assert pending_in(users / big) == 0 and pending_in(users / small) == 0
+
+
+def test_a_run_past_its_starting_count_still_takes_turns():
+    # a run also embeds what is stored while it goes, so `done` reaches `total` and passes it
+    waiting = [False]
+    turn = Slice(0.0, lambda: waiting[0], lambda: False)
+    turn(600, 600)  # nobody waits: go on
+    waiting[0] = True
+    with pytest.raises(IndexYielded) as yielded:
+        turn(600, 600)
+    assert yielded.value.done == 600
+    with pytest.raises(IndexStopped):
+        Slice(60.0, lambda: True, lambda: True)(1, 10)
