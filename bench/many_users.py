@@ -479,7 +479,8 @@ class Run:
                 reused["runs"] += 1
                 saved.write_text(json.dumps(reused))
                 cpu1 = self.cpu()
-            startup = self.startup()
+            # a server started on memories posted before (on a fresh home: nothing to catch up)
+            startup = self.startup() if reused is not None else []
             self.wait_indexed(timeout=3600)  # the start-up catch-up's work, if any
             after_backfill = [proc_figures(s.process.pid) for s in self.servers]
             self.make_late_users()
