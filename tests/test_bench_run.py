@@ -1,12 +1,14 @@
 """`ireneo bench` end to end on a small history: every method answers, every file is written."""
 
 import json
+import os
 import re
 
 import pytest
 from click.testing import CliRunner
 
-from ireneo.benchmark import locomo
+from ireneo.benchmark import locomo, mcp
+from ireneo.benchmark.generate import generate
 from ireneo.cli import main
 
 STAGES = [
@@ -107,6 +109,9 @@ def test_bench_measures_models_side_by_side(tmp_path):
     for run in runs:
         perf = run["perf"]
         assert perf["turns_per_s"] > 0 and perf["index_peak_rss_mb"] > 0
+        # the child's own CPU time: some, and at most every core for the whole time
+        assert 0 < perf["index_cpu_s"] <= os.cpu_count() * perf["index_s"]
+        assert perf["turns_per_cpu_s"] == pytest.approx(180 / perf["index_cpu_s"])
         assert perf["query_embed_p50_ms"] > 0 and perf["warm_p50_ms"] > 0
         assert perf["mcp_p50_ms"] > 0 and perf["mcp_unavailable"] == 0
         assert run["accuracy"]["ireneo"]["short"]["strict@8"] >= 0.8
@@ -165,3 +170,13 @@ def test_bench_compares_the_two_stores_in_one_run(tmp_path, pg_database):
     assert run["stores"]["postgresql"]["strict@3"] == run["stores"]["sqlite"]["strict@3"]
     assert "| en | 30 | postgresql |" in (out / "latest.md").read_text()
     assert (out / "stores.png").stat().st_size > 10_000
+
+
+def test_mcp_stage_names_the_servers_last_words_when_it_cannot_start(tmp_path):
+    """A server that cannot start fails the stage with its log's end (the run keeps its other
+    figures and reports the stage as failed: run.run_model)."""
+    home = tmp_path / "server-home"
+    home.mkdir()
+    (home / "users").write_text("a file where the users' folder should be")
+    with pytest.raises(mcp.ServerFailed, match=r"ireneo serve exited .*File exists"):
+        mcp.mcp_latency(home, generate(5, questions=2).questions)

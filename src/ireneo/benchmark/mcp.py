@@ -5,6 +5,8 @@ The memory measured lives where a server home keeps one user's (`memory_home`); 
 the official MCP client (fastmcp over streamable HTTP, one session kept open) asks every
 question, short form then long, one call after another, after a few calls to warm the server.
 The time is the client's: HTTP, authentication, the protocol, the tool's recall and its text.
+A server that does not start or a call that fails raises `ServerFailed`, naming the server's
+last log lines (its log: `server.log` in the server home).
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ _SERVER_OWN = {
 }
 
 
+class ServerFailed(RuntimeError):
+    """The server did not start or a call failed; the message ends with the server's log."""
+
+
 def memory_home(server_home: Path) -> Path:
     """Where a server whose home is `server_home` keeps the bench user's memory."""
     return server_home / "users" / user_key(USER)
@@ -50,11 +56,16 @@ def mcp_latency(server_home: Path, questions: list[Question]) -> dict[str, float
     passed = {
         k: v for k, v in os.environ.items() if k.startswith("IRENEO_") and k not in _SERVER_OWN
     }
-    server = ServerProcess(server_home, env_extra=passed)
+    log = server_home / "server.log"
+    server = ServerProcess(server_home, env_extra=passed, log_path=log)
     try:
         server.start(timeout=180.0)
         times, failed = asyncio.run(_calls(f"{server.url}/mcp", server.token(USER), queries))
         rss = server.rss_mb()
+    except Exception as exc:  # the server's or the client's: either way, say what the log says
+        raise ServerFailed(
+            f"MCP recall failed: {exc}; the server's log ends: {_tail(log)}"
+        ) from exc
     finally:
         server.stop()
     times.sort()
@@ -79,6 +90,13 @@ async def _calls(url: str, token: str, queries: list[str]) -> tuple[list[float],
             times.append((time.perf_counter() - started) * 1000)
             failed += _text(result) == UNAVAILABLE
     return times, failed
+
+
+def _tail(log: Path, lines: int = 5) -> str:
+    try:
+        return " | ".join(log.read_text(errors="replace").strip().splitlines()[-lines:])[-1500:]
+    except OSError:
+        return "(no log)"
 
 
 def _text(result: object) -> str:

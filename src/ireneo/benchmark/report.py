@@ -14,6 +14,7 @@ PERF_COLUMNS = [
     ("index_s", "index s", "{:.1f}"),
     ("turns_per_s", "turns/s", "{:.0f}"),
     ("index_peak_rss_mb", "index peak MB", "{:.0f}"),
+    ("turns_per_cpu_s", "turns per CPU-s", "{:.0f}"),
     ("warm_p50_ms", "warm p50 ms", "{:.1f}"),
     ("warm_p95_ms", "warm p95 ms", "{:.1f}"),
     ("warm_vs_reference", "warm ÷ reference fusion", "{:.2f}×"),
@@ -104,13 +105,21 @@ def markdown(document: dict) -> str:
         rule + "---:|" * len(PERF_COLUMNS),
     ]
     for run in runs:
-        cells = " | ".join(
-            fmt.format(run["perf"].get(key, float("nan"))) for key, _, fmt in PERF_COLUMNS
+        cells = " | ".join(  # n/a: a stage not run (no MCP recall in a quick run)
+            fmt.format(run["perf"][key]) if key in run["perf"] else "n/a"
+            for key, _, fmt in PERF_COLUMNS
         )
         lines.append(f"{_lead(run, several)} {cells} |")
     if any(run.get("nothing") for run in runs):
         lines += _nothing(runs, several, head, rule)
     lines += _targets(runs, models)
+    failed = [(run, stage, why) for run in runs for stage, why in run.get("failed", {}).items()]
+    if failed:
+        lines += ["", "## Stages that failed (their figures are n/a)", ""]
+        lines += [
+            f"- {run['lang']} {run['size']:,} {run.get('model', '')}: {why}"
+            for run, _, why in failed
+        ]
     if any(run.get("stores") for run in runs):
         lines += _stores(runs, several)
     return "\n".join(lines) + "\n"
@@ -171,7 +180,7 @@ def _targets(runs: list[dict], models: list[str]) -> list[str]:
         + (f" Ratios: a model's figure ÷ {first}'s, same history, same run." if others else ""),
     ]
     for lang, size in dict.fromkeys((run["lang"], run["size"]) for run in runs):
-        mine = {r.get("model", "?"): r for r in runs if (r["lang"], r["size"]) == (lang, size)}
+        mine = {r.get("model", first): r for r in runs if (r["lang"], r["size"]) == (lang, size)}
         compared = [m for m in others if m in mine and first in mine]
         lines += [
             "",
@@ -200,6 +209,16 @@ def _target_rows(size: int, runs: list[dict]) -> list[Row]:
         if at is None or at == size:
             met = (lambda v, b=bound: v >= b) if at_least else (lambda v, b=bound: v <= b)
         rows.append((label, target, lambda run, key=key: run["perf"].get(key), fmt, met))
+    rows.insert(
+        1,
+        (
+            "index, turns per CPU-second",
+            "",
+            lambda run: run["perf"].get("turns_per_cpu_s"),
+            "{:.0f}",
+            None,
+        ),
+    )
     rows += [
         ("strict@3, both forms", "", lambda run: _both(run, "ireneo", "strict@3"), "{:.1%}", None),
         ("hit@8, both forms", "", lambda run: _both(run, "ireneo", "hit@8"), "{:.1%}", None),

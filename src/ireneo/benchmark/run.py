@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from ireneo import search
 from ireneo.analyze import query_terms
@@ -95,6 +96,7 @@ class Run:
     perf: dict[str, float] = field(default_factory=dict)
     stores: dict[str, dict[str, float]] = field(default_factory=dict)  # store→metric
     nothing: dict = field(default_factory=dict)  # locomo.Nothing's counts, in this memory
+    failed: dict[str, str] = field(default_factory=dict)  # stage → why, for a stage that failed
 
 
 # -- the methods compared, all on the same store -------------------------------------------------
@@ -241,12 +243,26 @@ def misses(memory: Memory, questions: list[Question], k: int = 3) -> list[dict]:
 # -- cost -----------------------------------------------------------------------------------------------
 
 
+class Child(NamedTuple):
+    seconds: float  # wall time
+    peak_mb: float  # its own peak RSS
+    cpu_s: float  # its CPU time, user and system, every thread: what a shared machine's load
+    # inflates less than the wall time
+    out: str  # its stdout
+
+
 def child(
     module: str, args: list[str], env: dict[str, str] | None = None
 ) -> tuple[float, float, str]:
     """Run `python -m module args...` in a child; returns (seconds, its own peak RSS in MB,
     stdout). The peak is the child's VmHWM, which it writes as it exits (`_OWN_PEAK`): wait4's
     ru_maxrss would give it the peak of the bench it was forked from (docs/benchmark.md)."""
+    done = child_run(module, args, env)
+    return done.seconds, done.peak_mb, done.out
+
+
+def child_run(module: str, args: list[str], env: dict[str, str] | None = None) -> Child:
+    """`child`, with the child's CPU time (from wait4, which counts it right)."""
     with (
         tempfile.TemporaryFile("w+") as out,
         tempfile.TemporaryFile("w+") as err,
@@ -259,12 +275,14 @@ def child(
             stderr=err,
             env=env,
         )
-        proc.wait()
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
         seconds = time.perf_counter() - started
         out.seek(0), err.seek(0)
         if proc.returncode:
             raise RuntimeError(f"{module} {' '.join(args)} failed: {err.read().strip()[-2000:]}")
-        return seconds, int(peak.read()) / 1024, out.read()
+        cpu = usage.ru_utime + usage.ru_stime
+        return Child(seconds, int(peak.read()) / 1024, cpu, out.read())
 
 
 # Runs a module as `python -m` does and writes the process's peak RSS (kB) to a file at exit.
@@ -287,12 +305,14 @@ def index_cost(
     args = ["index", *_home_args(home), "--json", str(source)]
     if model:
         args += ["--model", model]
-    seconds, rss, out = child("ireneo.cli", args, env)
-    report = json.loads(out)
+    done = child_run("ireneo.cli", args, env)
+    turns = json.loads(done.out)["turns_added"]
     return {
-        "index_s": seconds,
-        "turns_per_s": report["turns_added"] / seconds,
-        "index_peak_rss_mb": rss,
+        "index_s": done.seconds,
+        "turns_per_s": turns / done.seconds,
+        "index_peak_rss_mb": done.peak_mb,
+        "index_cpu_s": done.cpu_s,
+        "turns_per_cpu_s": turns / done.cpu_s,
     }
 
 
@@ -411,7 +431,11 @@ def run_model(
     result.perf.update(json.loads(out))
     if config.mcp:
         stage(f"{name}: MCP recall through a real server", None)
-        result.perf.update(mcp.mcp_latency(scratch, questions))
+        try:  # a long run keeps its other figures when the server fails; the report says why
+            result.perf.update(mcp.mcp_latency(scratch, questions))
+        except mcp.ServerFailed as exc:
+            result.failed["mcp"] = str(exc)
+            stage(f"{name}: {str(exc)[:300]}", None)
     result.perf["cold_p50_ms"] = cold_latency(home, questions, config.cold_samples, env)
     if config.database_url:
         stage(f"{name}: the same in PostgreSQL", None)
