@@ -95,7 +95,7 @@ def _ref_of(server: DemoServer) -> str:
 
     registry = server._server.config.app.state.ireneo.registry
     with registry.lease(user_key("alice"), create=False) as memory:
-        return memory.session_ref(TODO_ID)
+        return memory.conversation_ref(TODO_ID)
 
 
 def main() -> None:

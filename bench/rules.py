@@ -48,7 +48,7 @@ def locomo_scores(memories: list[tuple[Memory, list]], fusion_changes: dict | No
             memory.fusion = replace(default, **fusion_changes)
         for question in questions:
             hits, text = recall_answer(memory, question.text, K, MAX_CHARS)
-            refs = {hit.session_id: memory.session_ref(hit.session_id) for hit in hits}
+            refs = {hit.session_id: memory.conversation_ref(hit.session_id) for hit in hits}
             shares.append(evidence_share(question, shown_turns(hits, text, refs)))
         memory.fusion = default
     return statistics.mean(shares)

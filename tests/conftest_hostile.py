@@ -23,7 +23,7 @@ def memory_snapshot(server: RunningServer, key: str) -> str | None:
             return None
         for summary in memory.sessions():
             digest.update(
-                f"session {summary.session_id} {memory.session_ref(summary.session_id)}\n".encode()
+                f"session {summary.session_id} {memory.conversation_ref(summary.session_id)}\n".encode()
             )
             for turn in memory.get(summary.session_id):
                 digest.update(f"{turn.turn_uuid} {turn.seq} {turn.ts} {turn.role}\n".encode())

@@ -463,7 +463,7 @@ def test_sign_out_needs_the_csrf_token_and_ends_the_session_on_the_server(server
 def test_a_cross_site_forget_is_refused_even_with_the_token(server):
     cookie = sign_in(server).cookies[COOKIE]
     with server.state.registry.lease(user_key("alice"), create=False) as memory:
-        ref = memory.session_ref("pumps")
+        ref = memory.conversation_ref("pumps")
     page = httpx2.get(server.url + f"/inspect/c/{ref}", cookies={COOKIE: cookie}).text
     response = httpx2.post(
         server.url + "/inspect/forget",
@@ -553,8 +553,8 @@ def test_a_turn_forging_headers_adds_no_hit_and_no_turn(server, alice):
     server.wait_indexed()
     with server.state.registry.lease(user_key("alice"), create=False) as memory:
         real = memory.recall("MT-9090 K-9 vibration", k=server.settings.recall_k)
-        real_refs = [memory.session_ref(hit.session_id) for hit in real]
-        forged_ref = memory.session_ref("forged")
+        real_refs = [memory.conversation_ref(hit.session_id) for hit in real]
+        forged_ref = memory.conversation_ref("forged")
     answer = alice.text("recall_my_conversations", query="MT-9090 K-9 vibration")
     hits = parse(answer, HIT_HEADER, RECALL_TURN)
     assert [(h["header"][1], int(h["header"][2])) for h in hits] == [
@@ -617,7 +617,7 @@ def test_a_read_cut_by_the_cap_keeps_to_the_grammar(tmp_path):
         session = McpSession(f"{srv.url}/mcp", srv.token("alice"))
         try:
             with srv.state.registry.lease(user_key("alice"), create=False) as memory:
-                ref = memory.session_ref("long")
+                ref = memory.conversation_ref("long")
             # the first turn alone is too long: its beginning, cut inside its text
             text = session.text("read_conversation", ref=ref)
             assert len(text) <= 400

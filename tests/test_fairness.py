@@ -52,7 +52,7 @@ def test_one_users_flood_of_slow_calls_leaves_another_users_recall_answering(tmp
         victim_turn = "Chiller CH-77 was serviced by Ana on Monday."
         assert srv.post(conversation("c-v", [victim_turn], user="vic")).status_code == 202
         with srv.state.registry.lease(user_key("hog"), create=False) as memory:
-            ref = memory.session_ref("c-long")
+            ref = memory.conversation_ref("c-long")
         slots = srv.state.calls.slots
         hog_key = user_key("hog")
         floods = 12
@@ -106,7 +106,7 @@ def test_a_user_with_too_many_calls_waiting_is_told_so(tmp_path):
     try:
         assert srv.post(long_conversation("hog", "c-long", LONG_TURNS)).status_code == 202
         with srv.state.registry.lease(user_key("hog"), create=False) as memory:
-            ref = memory.session_ref("c-long")
+            ref = memory.conversation_ref("c-long")
         slots = srv.state.calls.slots
         excess = 20
         calls = slots.per_user + slots.waiting + excess  # 1 running, 8 waiting, the rest refused
@@ -224,7 +224,7 @@ def test_an_unavailable_answer_is_still_the_sentence_past_the_deadline(tmp_path)
     try:
         assert srv.post(long_conversation("hog", "c-long", LONG_TURNS)).status_code == 202
         with srv.state.registry.lease(user_key("hog"), create=False) as memory:
-            ref = memory.session_ref("c-long")
+            ref = memory.conversation_ref("c-long")
 
         async def run() -> list[str]:
             async with Client(f"{srv.url}/mcp", auth=srv.token("hog"), timeout=120) as hog:

@@ -105,7 +105,7 @@ def sign_in(page, server, user: str) -> None:
 
 def ref_of(server, user: str, session_id: str) -> str:
     with server.state.registry.lease(user_key(user), create=False) as memory:
-        return memory.session_ref(session_id)
+        return memory.conversation_ref(session_id)
 
 
 def test_sign_in_search_read_and_forget(server, page, artifacts):

@@ -20,7 +20,7 @@ from ireneo.errors import IreneoError, NotFound
 from ireneo.formats import funes_jsonl
 from ireneo.memory import Memory
 from ireneo.model import Turn
-from ireneo.render import inline, render_hits, render_sessions, render_status, render_turns
+from ireneo.render import inline, render_conversations, render_hits, render_status, render_turns
 
 
 def memory_options(command):
@@ -249,7 +249,7 @@ def sessions(memory: Memory, as_json: bool, since, until) -> None:
     emit(
         as_json,
         {"sessions": [s.to_dict() for s in found]},
-        render_sessions(found) or "No conversations.",
+        render_conversations(found) or "No conversations.",
     )
 
 

@@ -30,7 +30,7 @@ from ireneo.config import Settings
 from ireneo.echoes import is_echo
 from ireneo.embed import DEFAULT_MODEL, Embedder, load_embedder
 from ireneo.errors import ModelMismatch, NotFound
-from ireneo.model import Hit, SessionSummary, Turn
+from ireneo.model import ConversationSummary, Hit, Turn
 from ireneo.rerank import check_name as check_reranker
 from ireneo.rerank import load_reranker
 from ireneo.store import Filters, Status, StoreResult, open_store
@@ -247,7 +247,7 @@ class Memory:
 
     def sessions(
         self, since: date | datetime | str | None = None, until: date | datetime | str | None = None
-    ) -> list[SessionSummary]:
+    ) -> list[ConversationSummary]:
         return self.store.sessions(
             _instant(since, end_of_day=False), _instant(until, end_of_day=True)
         )
@@ -282,8 +282,8 @@ class Memory:
     def is_empty(self) -> bool:
         return self.store.is_empty()
 
-    def session_ref(self, session_id: str) -> str:
-        ref = self.store.session_ref(session_id)
+    def conversation_ref(self, session_id: str) -> str:
+        ref = self.store.conversation_ref(session_id)
         if ref is None:
             raise NotFound(f"no conversation {session_id!r}")
         return ref

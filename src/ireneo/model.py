@@ -81,7 +81,7 @@ class Hit:
 
 
 @dataclass(frozen=True)
-class SessionSummary:
+class ConversationSummary:
     """One conversation in a listing."""
 
     session_id: str

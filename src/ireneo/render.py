@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from ireneo.model import Hit, SessionSummary, Turn
+from ireneo.model import ConversationSummary, Hit, Turn
 from ireneo.store import Status
 
 CONTEXT_CHARS = 600
@@ -139,7 +139,7 @@ def render_turns(turns: list[Turn], *, ref: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def render_sessions(sessions: list[SessionSummary]) -> str:
+def render_conversations(sessions: list[ConversationSummary]) -> str:
     return "\n".join(
         f"{s.first_ts:%Y-%m-%d %H:%M}  {s.turns:>4} turns  {s.session_id}  {s.first_words}"
         for s in sessions

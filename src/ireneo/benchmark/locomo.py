@@ -304,7 +304,7 @@ def score(memory: Memory, question: Question) -> Scored:
     started = time.perf_counter()
     hits, text = recall_answer(memory, question.text, K, MAX_CHARS)
     ms = (time.perf_counter() - started) * 1000
-    refs = {hit.session_id: memory.session_ref(hit.session_id) for hit in hits}
+    refs = {hit.session_id: memory.conversation_ref(hit.session_id) for hit in hits}
     shown = shown_turns(hits, text, refs)
     deep, _ = recall_answer(memory, question.text, TOP, None)
     result = Scored(

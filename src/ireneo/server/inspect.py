@@ -42,7 +42,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from ireneo.errors import NotFound
 from ireneo.memory import Memory
-from ireneo.model import Hit, SessionSummary, Turn
+from ireneo.model import ConversationSummary, Hit, Turn
 from ireneo.server.auth import IreneoJWTVerifier, caller_user
 from ireneo.server.forget import Forgetter
 from ireneo.server.memories import OpenMemories, user_key
@@ -205,7 +205,7 @@ class Inspector:
         session = self._session(request)
         if session is None:
             return self._sign_in_page(request.query_params.get("error"))
-        sessions = await asyncio.to_thread(self._with_memory, session, _list_sessions)
+        sessions = await asyncio.to_thread(self._with_memory, session, _list_conversations)
         notice = {"forgotten": "The conversation was forgotten."}.get(
             request.query_params.get("done", "")
         )
@@ -396,14 +396,14 @@ class Inspector:
 # -- reading the memory (in a worker thread) ------------------------------------------------------
 
 
-def _list_sessions(memory: Memory) -> list[tuple[SessionSummary, str]]:
+def _list_conversations(memory: Memory) -> list[tuple[ConversationSummary, str]]:
     found = sorted(memory.sessions(), key=lambda s: s.last_ts, reverse=True)
-    return [(s, memory.session_ref(s.session_id)) for s in found]
+    return [(s, memory.conversation_ref(s.session_id)) for s in found]
 
 
 def _recall(memory: Memory, query: str, k: int) -> tuple[list[Hit], dict[str, str]]:
     hits = memory.recall(query, k=k)
-    return hits, {hit.session_id: memory.session_ref(hit.session_id) for hit in hits}
+    return hits, {hit.session_id: memory.conversation_ref(hit.session_id) for hit in hits}
 
 
 def _read(memory: Memory, ref: str) -> tuple[str, list[Turn]] | None:
@@ -433,7 +433,7 @@ def _notice(message: str | None, *, error: bool = False) -> str:
     return f'<p class="notice {kind}" role="status">{escape(message)}</p>'
 
 
-def _conversation_list(rows: list[tuple[SessionSummary, str]]) -> str:
+def _conversation_list(rows: list[tuple[ConversationSummary, str]]) -> str:
     if not rows:
         return "<p>No conversations are stored for you.</p>"
     items = "\n".join(

@@ -140,11 +140,11 @@ def recall_answer(
 ) -> tuple[list[Hit], str]:
     """The hits `recall_my_conversations` finds for `query` and the text it shows of them
     (whole passages within `max_chars`; "" without a hit). The LoCoMo bench reads the same."""
-    fits = within(max_chars, memory.session_ref) if max_chars else None
+    fits = within(max_chars, memory.conversation_ref) if max_chars else None
     hits = memory.recall(query, k=k, fits=fits)  # the context grows within max_chars
     if not hits:
         return hits, ""
-    refs = {hit.session_id: memory.session_ref(hit.session_id) for hit in hits}
+    refs = {hit.session_id: memory.conversation_ref(hit.session_id) for hit in hits}
     return hits, render_hits(hits, max_chars=max_chars, refs=refs).strip()
 
 

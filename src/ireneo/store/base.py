@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 import numpy as np
 
 from ireneo.errors import StorageFull
-from ireneo.model import SessionSummary, Turn, format_ts
+from ireneo.model import ConversationSummary, Turn, format_ts
 
 if TYPE_CHECKING:
     from ireneo.store.kept import KeptCopy
@@ -450,10 +450,12 @@ class Store(ABC, Generic[Tx]):
         recall's hits are one read, not one each)."""
 
     @abstractmethod
-    def sessions(self, since: datetime | None, until: datetime | None) -> list[SessionSummary]: ...
+    def sessions(
+        self, since: datetime | None, until: datetime | None
+    ) -> list[ConversationSummary]: ...
 
     @abstractmethod
-    def session_ref(self, session_id: str) -> str | None: ...
+    def conversation_ref(self, session_id: str) -> str | None: ...
 
     @abstractmethod
     def resolve_ref(self, ref: str) -> str | None: ...

@@ -35,7 +35,7 @@ try:
     from psycopg_pool import ConnectionPool
 except ImportError as exc:
     raise missing("postgres", "a PostgreSQL memory", exc) from None
-from ireneo.model import SessionSummary, Turn
+from ireneo.model import ConversationSummary, Turn
 from ireneo.store import pg_schema
 from ireneo.store.base import (
     READ_ROWS,
@@ -54,7 +54,7 @@ from ireneo.store.base import (
     id_matrix,
 )
 from ireneo.store.layout import PassageRow
-from ireneo.store.rows import blocks, blocks_json, first_words, session_ref, turn_text
+from ireneo.store.rows import blocks, blocks_json, conversation_ref, first_words, turn_text
 
 # Set first in every transaction: the user the policies admit, and where the tables are.
 _SCOPE = (
@@ -296,7 +296,7 @@ class PostgresStore(Store[psycopg.Cursor]):
             tx.execute(
                 "INSERT INTO sessions SELECT %s, s, r FROM unnest(%s::text[], %s::text[]) "
                 "AS x(s, r) ON CONFLICT DO NOTHING",
-                (self.user, sessions, [session_ref(salt, s) for s in sessions]),
+                (self.user, sessions, [conversation_ref(salt, s) for s in sessions]),
             )
             tx.execute(
                 "INSERT INTO turns (user_id, session_id, turn_uuid, seq, ts, role, harness, "
@@ -527,7 +527,7 @@ class PostgresStore(Store[psycopg.Cursor]):
             turns[i].append(Turn(sid, uuid, seq, _utc(ts), role, harness, blocks(value), echo))
         return turns
 
-    def sessions(self, since: datetime | None, until: datetime | None) -> list[SessionSummary]:
+    def sessions(self, since: datetime | None, until: datetime | None) -> list[ConversationSummary]:
         where, params = _filter_sql(Filters(since=since, until=until))
         rows = self._all(
             "SELECT t.session_id, min(t.ts), max(t.ts), count(*), "
@@ -539,11 +539,11 @@ class PostgresStore(Store[psycopg.Cursor]):
             {"u": self.user, **params},
         )
         return [
-            SessionSummary(sid, _utc(first), _utc(last), count, first_words(value))
+            ConversationSummary(sid, _utc(first), _utc(last), count, first_words(value))
             for sid, first, last, count, value in rows
         ]
 
-    def session_ref(self, session_id: str) -> str | None:
+    def conversation_ref(self, session_id: str) -> str | None:
         row = self._one(
             "SELECT ref FROM sessions WHERE user_id = %s AND session_id = %s",
             (self.user, session_id),

@@ -28,6 +28,6 @@ def first_words(blocks_value: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def session_ref(salt: str, session_id: str) -> str:
+def conversation_ref(salt: str, session_id: str) -> str:
     """A conversation's short public name: unguessable without the memory's salt."""
     return hashlib.sha256(f"{salt}:{session_id}".encode()).hexdigest()[:12]

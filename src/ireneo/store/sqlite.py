@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ireneo.errors import StorageFull
-from ireneo.model import SessionSummary, Turn, format_ts, parse_ts
+from ireneo.model import ConversationSummary, Turn, format_ts, parse_ts
 from ireneo.store.base import (
     READ_ROWS,
     AuditEntry,
@@ -44,8 +44,8 @@ from ireneo.store.base import (
 from ireneo.store.layout import PassageRow
 from ireneo.store.rows import blocks as _blocks
 from ireneo.store.rows import blocks_json as _blocks_json
+from ireneo.store.rows import conversation_ref as _ref
 from ireneo.store.rows import first_words as _first_words
-from ireneo.store.rows import session_ref as _ref
 from ireneo.store.rows import turn_text
 
 DB_NAME = "memory.db"
@@ -578,7 +578,7 @@ class SQLiteStore(Store[sqlite3.Connection]):
             turns[row[0]].append(_turn(row[1:]))
         return turns
 
-    def sessions(self, since: datetime | None, until: datetime | None) -> list[SessionSummary]:
+    def sessions(self, since: datetime | None, until: datetime | None) -> list[ConversationSummary]:
         where, params = _filter_sql(Filters(since=since, until=until))
         with self._lock:
             rows = self._db.execute(
@@ -590,11 +590,11 @@ class SQLiteStore(Store[sqlite3.Connection]):
                 params,
             ).fetchall()
         return [
-            SessionSummary(sid, parse_ts(first), parse_ts(last), count, _first_words(blocks))
+            ConversationSummary(sid, parse_ts(first), parse_ts(last), count, _first_words(blocks))
             for sid, first, last, count, blocks in rows
         ]
 
-    def session_ref(self, session_id: str) -> str | None:
+    def conversation_ref(self, session_id: str) -> str | None:
         with self._lock:
             row = self._db.execute(
                 "SELECT ref FROM sessions WHERE session_id = ?", (session_id,)
