@@ -84,7 +84,7 @@ def audit(srv: RunningServer, customer: str, key: str | None = ADMIN_KEY):
 
 
 def remember(srv: RunningServer, user: str, text: str, **kwargs) -> str:
-    """A saved memory of `user`, as store_memory would keep it."""
+    """A explicit memory of `user`, as store_memory would keep it."""
     with srv.state.registry.lease(user_key(user), create=True) as memory:
         return ExplicitMemories(memory).store(text, **kwargs).memory_id
 

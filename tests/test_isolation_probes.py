@@ -1,6 +1,6 @@
 """Isolation under attack: alice (and made-up users) try every door into bob's memory.
 
-bob holds conversations and a saved memory full of marker strings found nowhere else. A probe
+bob holds conversations and an explicit memory full of marker strings found nowhere else. A probe
 leaks if any of bob's markers appears in an answer to someone else, if a refused credential is
 let in, or if bob's memory changes. The probes are counted; the count of leaks must be 0.
 Everything goes through the real HTTP routes and a real MCP client.

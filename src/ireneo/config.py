@@ -137,7 +137,7 @@ def _refused(name: str, raw: str, rule: str) -> SettingsError:
 
 @dataclass(frozen=True)
 class MemoryPolicy:
-    """How saved memories are deduplicated, ranked and expired (IRENEO_MEMORY_*).
+    """How explicit memories are deduplicated, ranked and expired (IRENEO_MEMORY_*).
 
     dedup: cosine at or above which a new memory updates the nearest stored one (a value above 1
       turns deduplication off). IRENEO_MEMORY_DEDUP.
@@ -213,7 +213,7 @@ class Settings:
     # open memories: at most this many, holding at most this much RAM (server/memories.py)
     max_open_memories: int = 2048
     max_open_mb: int = 256
-    # saved memories (ireneo.memories) and the chat loop (ireneo.server.chat)
+    # explicit memories (ireneo.memories) and the chat loop (ireneo.server.chat)
     memory_tools: bool = True  # store/search/delete_memory on /mcp (IRENEO_MEMORY_TOOLS=0: off)
     memory_policy: MemoryPolicy = field(default_factory=MemoryPolicy)
     memory_expiry_interval: float = 3600.0

@@ -2,7 +2,7 @@
 
 `POST /chat {customer_id, message}` (header `x-ingest-key`, the gateway's key):
 
-1. recall: the customer's saved memories (`IRENEO_CHAT_MEMORIES`, 5) and earlier conversations
+1. recall: the customer's explicit memories (`IRENEO_CHAT_MEMORIES`, 5) and earlier conversations
    (`IRENEO_CHAT_CONVERSATIONS`, 3) that match the message, the message itself as the query;
 2. prompt: an OpenAI-compatible chat completions endpoint (`IRENEO_LLM_BASE_URL`,
    `IRENEO_LLM_MODEL`, `IRENEO_LLM_API_KEY`), with a system prompt that allows using the recalled
@@ -250,7 +250,7 @@ class ChatRoutes:
         return Recalled(found, conversations)
 
     def _memory_block(self, recalled: Recalled) -> str:
-        """The recalled text for the system prompt: saved memories, then earlier conversations,
+        """The recalled text for the system prompt: explicit memories, then earlier conversations,
         within IRENEO_CHAT_MAX_CONTEXT_CHARS."""
         budget = self.settings.chat_max_context_chars
         parts = []

@@ -1,6 +1,6 @@
-"""The periodic job that removes every user's expired low-importance saved memories.
+"""The periodic job that removes every user's expired low-importance explicit memories.
 
-On SQLite a pass reads each memory file for a saved memory old enough to expire
+On SQLite a pass reads each memory file for an explicit memory old enough to expire
 (store.sqlite.expirable_in) and opens only those memories, so an hourly pass over thousands of
 users neither reopens them all nor pushes the ones in use out of the registry.
 """

@@ -2,7 +2,7 @@
 
 `Limits.from_settings(settings)` is the one place the server reads its bounds and timeouts;
 the MCP tools, the /mcp body cap and the routes take this object, never the environment. The
-saved memories' bounds are fixed (`ireneo.memories` checks them); they are here so that the
+explicit memories' bounds are fixed (`ireneo.memories` checks them); they are here so that the
 tools' schemas advertise what is checked.
 
 `BodyLimit` caps the body of a request to `/mcp` (`max_mcp_body_bytes`, default 64 KiB). The
@@ -41,7 +41,7 @@ class Limits:
     max_ref_chars: int = field(default=64, init=False)
     max_id_chars: int = field(default=64, init=False)
     max_turn: int = field(default=10**9, init=False)
-    # fixed: what ireneo.memories checks of a saved memory
+    # fixed: what ireneo.memories checks of an explicit memory
     max_content_chars: int = field(default=MAX_CONTENT_CHARS, init=False)
     max_tags: int = field(default=MAX_TAGS, init=False)
     max_tag_chars: int = field(default=MAX_TAG_CHARS, init=False)

@@ -151,7 +151,7 @@ def recall_answer(
 class ToolCalls:
     """Every tool call bounded and fail-soft: at most `recall_concurrency` run at once, fair
     between users (ireneo.server.slots), each within `recall_timeout` seconds; one log line each.
-    Recall and the saved-memory tools share one `ToolCalls`, so they share its slots."""
+    Recall and the explicit-memory tools share one `ToolCalls`, so they share its slots."""
 
     def __init__(self, limits: Limits):
         self.limits = limits

@@ -928,7 +928,7 @@ def pending_in(home: Path) -> int:
 
 
 def expirable_in(home: Path, updated_before: datetime) -> bool:
-    """Whether the memory in `home` has a low-importance saved memory not updated since
+    """Whether the memory in `home` has a low-importance explicit memory not updated since
     `updated_before` (what `memory_expire` removes), read without opening the memory."""
     path = home / DB_NAME
     if not path.exists():
