@@ -388,11 +388,11 @@ def run_one(
             Run(lang, size),
             model,
             history,
-            scratch / (model or "default"),
+            scratch / f"model-{number}",  # a model may be named by a path: not in the name
             f"{name} · {model}" if len(models) > 1 else name,
             stage,
         )
-        for model in models
+        for number, model in enumerate(models)
     ]
 
 
@@ -421,7 +421,7 @@ def run_model(
         advance = stage(f"{name}: questions, every method", len(questions))
         result.accuracy = accuracy(memory, questions, advance)
         result.perf["disk_mb"] = memory.status().disk_bytes / 2**20
-        (scratch.parent / f"misses-{result.model}.json").write_text(
+        (scratch / "misses.json").write_text(
             json.dumps(misses(memory, questions), ensure_ascii=False, indent=1)
         )
         stage(f"{name}: nothing relevant, both ways", None)
