@@ -59,3 +59,28 @@ def test_a_long_backfill_lets_a_user_queued_later_go_first(pool, tmp_path):
     assert ends[small] < ends[big]  # the small user did not wait for the whole backfill
     assert indexer.yielded >= 1 and indexer.runs[big] >= 2 and indexer.overlaps == 0
     assert pending(pool, big) == 0 and pending(pool, small) == 0
+
+
+def test_a_replica_starts_the_next_due_job_when_a_run_ends_not_at_the_next_poll(pool, tmp_path):
+    keys = [user_key(f"user-{n}") for n in range(3)]
+    for key in keys:
+        store(pool, key, 4)
+    registry = OpenMemories(tmp_path, database=pool)
+
+    async def scenario() -> tuple[SharedIndexer, int]:
+        # one run at a time and a poll far longer than the test waits: only the end of a run
+        # can start the next one in time
+        indexer = SharedIndexer(registry, pool, debounce=0.0, poll=600.0)
+        indexer.schedule("")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (queued := await asyncio.to_thread(indexer._queued)):
+            await asyncio.sleep(0.1)
+        await indexer.stop()
+        return indexer, queued
+
+    try:
+        indexer, queued = asyncio.run(scenario())
+    finally:
+        registry.close_all()
+    assert queued == 0 and sum(indexer.runs.values()) == 3
+    assert all(pending(pool, key) == 0 for key in keys)

@@ -2,11 +2,12 @@
 
 The queue is the database's: storing passages writes (or bumps the generation of) the user's
 row in `index_jobs`, in the same transaction, so no replica can lose the work. Every replica
-polls for rows older than the debounce; to run one it takes the user's advisory lock with
-`pg_try_advisory_lock` on a connection it holds for the run: two replicas never index one user at
-once, and the lock of a replica that dies goes with its connection, so another replica picks the
-row up again. After a run the row is deleted if its generation is unchanged; a write during the
-run bumped it, which earns exactly one more run, one debounce later.
+polls for rows older than the debounce (and again as soon as one of its runs ends); to run one
+it takes the user's advisory lock with `pg_try_advisory_lock` on a connection it holds for the
+run: two replicas never index one user at once, and the lock of a replica that dies goes with
+its connection, so another replica picks the row up again. After a run the row is deleted if
+its generation is unchanged; a write during the run bumped it, which earns exactly one more run,
+one debounce later.
 
 A run takes turns with other users as `Indexer`'s do: once it has embedded for `slice_seconds`
 while the last poll saw other users' jobs due, it stops after its current (committed) batch,
@@ -171,6 +172,8 @@ class SharedIndexer:
             fields.update(outcome="error", error=type(exc).__name__)
         finally:
             self._keys_running[key] -= 1
+            if held and self._wake is not None:  # a slot is free: the next due job, now
+                self._wake.set()
         # the lock's own span, in wall-clock time that replicas share: this thread's start and
         # end also hold a lock attempt and a hand-off back to the loop, so another replica's run
         # could appear to overlap one that had already let the lock go
