@@ -475,7 +475,8 @@ def _shown(hit) -> list[int]:
 
 def test_short_turns_show_more_of_the_conversation_within_the_budget(memory, tmp_path):
     """Past ranking, a hit's context grows turn by turn, nearest first and alternating sides,
-    while the whole rendered answer fits its characters: never past them."""
+    while the whole rendered answer fits its characters: never past them (search.widen, without
+    the further hits Memory.recall also shows)."""
     from ireneo.model import ContextTurn
     from ireneo.render import render_hits, within
 
@@ -487,7 +488,7 @@ def test_short_turns_show_more_of_the_conversation_within_the_budget(memory, tmp
     plain = memory.recall("chiller CH-7 valve", k=1)
     assert plain[0].seq == 15 and len(plain[0].context) in (2, 3)
     for budget in (len(render_hits(plain)), 700, 1_000, 1_500, 4_000):
-        grown = memory.recall("chiller CH-7 valve", k=1, fits=within(budget))
+        grown = search.widen(memory.store, plain, within(budget))
         hit = grown[0]
         assert len(render_hits(grown)) <= budget  # never past the budget
         assert (hit.seq, hit.score) == (plain[0].seq, plain[0].score)  # the same ranking
@@ -502,8 +503,8 @@ def test_short_turns_show_more_of_the_conversation_within_the_budget(memory, tmp
             text = turns[nxt].text
             more.context[-1] = replace(more.context[-1], role=turns[nxt].role, text=text)
             assert len(render_hits([more])) > budget
-    assert len(_shown(memory.recall("chiller CH-7 valve", k=1, fits=within(1_000))[0])) > 6
-    widest = memory.recall("chiller CH-7 valve", k=1, fits=within(100_000))[0]
+    assert len(_shown(search.widen(memory.store, plain, within(1_000))[0])) > 6
+    widest = search.widen(memory.store, plain, within(100_000))[0]
     assert _shown(widest)[0] == _shown(plain[0])[0] - search.REACH  # as far as it reads
     assert _shown(widest)[-1] == _shown(plain[0])[-1] + search.REACH
 
@@ -532,10 +533,10 @@ def test_a_turn_beside_a_better_hit_is_not_shown_again(memory, tmp_path):
     plain = memory.recall("chiller CH-7 valve", k=2)
     assert sorted(h.seq for h in plain) == [5, 10]
     grown = memory.recall("chiller CH-7 valve", k=2, fits=within(4_000))
-    assert [h.seq for h in grown] == [h.seq for h in plain]
-    first, second = (set(_shown(h)) for h in grown)
-    assert not first & second  # each turn once, beside the better hit
-    assert first | second >= set(range(6, 10))  # the turns between the two are all shown
+    assert [h.seq for h in grown[:2]] == [h.seq for h in plain]
+    shown = [set(_shown(h)) for h in grown]
+    assert sum(map(len, shown)) == len(set().union(*shown))  # each turn once, beside the better
+    assert set().union(*shown) >= set(range(6, 10))  # the turns between the two are all shown
     assert len(render_hits(grown)) <= 4_000
 
 
@@ -553,3 +554,30 @@ def test_the_tool_answer_grows_its_context_and_counts_what_it_shows(memory, tmp_
             assert f"[{turn.seq}] user:" in text or f"[{turn.seq}] assistant:" in text
     unlimited, _ = recall_answer(memory, "chiller CH-7 valve", 3, None)
     assert [_shown(h) for h in unlimited] == [_shown(h) for h in memory.recall("chiller CH-7", 3)]
+
+
+def test_an_answer_with_room_shows_further_hits_while_they_fit(memory, tmp_path):
+    """Past its k hits, an answer with room shows the next best hits in rank order, each with
+    its context, while the whole answer fits (then the contexts grow); nothing relevant stays
+    nothing, and without a budget recall gives its k."""
+    from ireneo.render import render_hits, within
+
+    for n in range(8):  # short chats, each with one turn about the chiller
+        _chat(tmp_path, f"chat{n}", [f"Hi {n}.", f"The chiller CH-{n} valve leaked.", "Ok."])
+    memory.index([tmp_path])
+    query = "chiller valve leaked"
+    ranked = memory.recall(query, k=8)
+    assert len(ranked) == 8 and len(memory.recall(query, k=2)) == 2  # no budget: k hits
+    shown = memory.recall(query, k=2, fits=within(100_000))
+    assert [(h.session_id, h.seq) for h in shown] == [(h.session_id, h.seq) for h in ranked]
+    tight = within(len(render_hits(ranked[:3])))  # room for one more hit, not a fourth
+    assert [h.session_id for h in memory.recall(query, k=2, fits=tight)] == sessions_of(ranked[:3])
+    for budget in (len(render_hits(ranked[:2])), 600, 1_000, 4_000):
+        answer = memory.recall(query, k=2, fits=within(budget))
+        assert sessions_of(answer[:2]) == sessions_of(ranked[:2])  # the k come first, as ranked
+        assert len(render_hits(answer)) <= budget  # never past the budget
+        assert sessions_of(answer) == sessions_of(ranked[: len(answer)])  # in rank order
+        if len(answer) < 8:  # the next hit, even without its growth, did not fit
+            assert len(render_hits([*answer, ranked[len(answer)]])) > budget
+    assert memory.recall("?!...,;", k=2, fits=within(4_000)) == []
+    assert memory.recall("what is the", k=2, fits=within(4_000)) == []

@@ -208,8 +208,9 @@ class Memory:
         Recall echoes (ireneo.echoes) are left out unless `include_echoes`. `reranker`, when
         given, is the last stage instead of the memory's own (`rerank`, ireneo.rerank).
         `fits`, when given, says whether an answer made of these hits fits where it is shown
-        (render.within: the MCP tool's text within its characters); each hit's context then
-        grows, nearest turn first, while it does (search.widen). Ranking is the same."""
+        (render.within: the MCP tool's text within its characters); the next best hits then
+        follow the k while they fit, and each hit's context grows, nearest turn first, while it
+        does (search.widen). Ranking is the same: the first k are the k asked for."""
         filters = Filters(
             include_echoes=include_echoes,
             since=_instant(since, end_of_day=False),
@@ -223,12 +224,14 @@ class Memory:
             embed = self._embed_query
             if self.rerank and not reranker:
                 reranker = load_reranker(self.rerank, self.embedder)
-        hits = search.recall(
-            self.store, embed, query, k, filters, radius, self.fusion, reranker, self.hangul
-        )
+        further = 0 if fits is None else search.FURTHER  # the next hits, shown while they fit
+        ranking = (filters, radius, self.fusion, reranker, self.hangul)
+        hits = search.recall(self.store, embed, query, k, *ranking, further)
         if fits is None:
             return hits
-        return search.widen(self.store, hits, fits, include_echoes=include_echoes)
+        return search.widen(
+            self.store, hits[:k], fits, further=hits[k:], include_echoes=include_echoes
+        )
 
     def get(
         self, session_id: str, from_seq: int | None = None, to_seq: int | None = None

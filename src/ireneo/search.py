@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import NamedTuple, Protocol
@@ -57,6 +57,8 @@ NAME_CHECK_DEPTH = 10
 # How many turns beyond a hit's context `widen` reads on each side for it to grow into: a bound
 # on the work (a turn takes at least a line and a quote of the answer).
 REACH = 12
+# How many hits past the k asked for `widen` may show while they fit: a bound on the work.
+FURTHER = 12
 
 
 class Score(NamedTuple):
@@ -109,16 +111,18 @@ def recall(
     fusion: Fusion | None = None,
     reranker: Reranker | None = None,
     hangul: Hangul = "morphemes",
+    further: int = 0,
 ) -> list[Hit]:
-    """The `k` best turns for `query`, best first. `embed_query` None means lexical only;
-    `hangul` is how the memory reads Korean (index.hangul_of)."""
+    """The `k` best turns for `query`, best first, then up to `further` next ones (the k are
+    the same either way). `embed_query` None means lexical only; `hangul` is how the memory
+    reads Korean (index.hangul_of)."""
     filters, fusion = filters or Filters(), fusion or Fusion()
     pool = max(k, reranker.depth) if reranker else k
     scores = window_scores(store, embed_query, query, filters, radius, fusion, hangul)
-    hits = build_hits(store, scores, pool, radius, include_echoes=filters.include_echoes)
+    hits = build_hits(store, scores, pool + further, radius, include_echoes=filters.include_echoes)
     if reranker:
-        hits = reranker.rerank(query, hits)
-    return hits[:k]
+        hits = reranker.rerank(query, hits[:pool]) + hits[pool:]
+    return hits[: k + further]
 
 
 def window_scores(
@@ -662,32 +666,44 @@ def widen(
     hits: list[Hit],
     fits: Callable[[list[Hit]], bool],
     *,
+    further: Sequence[Hit] = (),
     include_echoes: bool = False,
 ) -> list[Hit]:
-    """The hits with their context grown while the whole answer still `fits` (the caller's
-    budget for what it shows): one turn at a time, the turn nearest its hit first (before it
-    on a tie, so the sides alternate), every hit's nearest ring before any hit's next one.
+    """The hits, then the `further` hits (the next best, in rank order) while they fit, each
+    with its context grown while the whole answer still `fits` (the caller's budget for what it
+    shows): one turn at a time, the turn nearest its hit first (before it on a tie, so the sides
+    alternate), every hit's nearest ring before any hit's next one.
 
-    A side stops growing at the first turn that does not fit, at a turn another hit already
-    shows (a turn is shown once, beside the better hit), at the end of its conversation, or
-    REACH turns out. Ranking is untouched: this only shows more of each conversation when its
-    turns are short, and an answer that does not fit as it is stays exactly as it is.
+    A further hit is shown without the turns a better hit already shows (passed over when its
+    own turn is one); the first that does not fit ends them. A side stops growing at the first turn that does not fit, at a turn
+    another hit already shows (a turn is shown once, beside the better hit), at the end of its
+    conversation, or REACH turns out. Ranking is untouched: this only shows more when turns are
+    short, and an answer that does not fit as it is stays exactly as it is.
     """
     if not hits or not fits(hits):
         return hits
+    hits = list(hits)
+    shown = {(h.session_id, t.seq) for h in hits for t in [h, *h.context]}
+    for hit in further:
+        if (hit.session_id, hit.seq) in shown:
+            continue
+        context = [t for t in hit.context if (hit.session_id, t.seq) not in shown]
+        hit = replace(hit, context=context)
+        if not fits([*hits, hit]):
+            break
+        hits.append(hit)
+        shown.update((hit.session_id, t.seq) for t in [hit, *context])
     spans = [
         (min(t.seq for t in [h, *h.context]), max(t.seq for t in [h, *h.context])) for h in hits
     ]
     reads = store.turn_windows(
         [(h.session_id, lo - REACH, hi + REACH) for h, (lo, hi) in zip(hits, spans, strict=True)]
     )
-    shown = {(h.session_id, t.seq) for h in hits for t in [h, *h.context]}
     # each side: the turns beyond the hit's span, nearest first
     sides: dict[tuple[int, int], list[Turn]] = {}
     for i, ((lo, hi), turns) in enumerate(zip(spans, reads, strict=True)):
         sides[(i, 0)] = [t for t in reversed(turns) if t.seq < lo]
         sides[(i, 1)] = [t for t in turns if t.seq > hi]
-    hits = list(hits)
     while sides := {side: outward for side, outward in sides.items() if outward}:
         i, side = min(sides, key=lambda s: (abs(sides[s][0].seq - hits[s[0]].seq), s))
         turn = sides[(i, side)].pop(0)
