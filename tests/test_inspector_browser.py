@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -124,6 +126,10 @@ def test_sign_in_search_read_and_forget(server, page, artifacts):
     assert "MT-4471" in first_hit.inner_text()
     assert page.locator("li.hit").count() >= 1  # the turn an agent gets is marked
     assert "MT-5120" not in page.content()  # bob's words never show
+    with ThreadPoolExecutor(1) as thread:  # Playwright's loop runs in this one
+        answer = thread.submit(server.recall, "alice", "MT-4471 owner").result()
+    assert page.locator("ol.hits > li").count() == answer.count(" · ref ")
+    assert page.locator("li.turn").count() == len(re.findall(r"^ *>? *\[\d+\] \w+:$", answer, re.M))
     page.screenshot(path=artifacts / "inspector-search.png", full_page=True)
 
     first_hit.get_by_role("link", name="open the conversation").click()

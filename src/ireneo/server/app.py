@@ -179,6 +179,7 @@ def build_state(settings: Settings, clock: Clock) -> ServerState:
             verifier=verifier,
             admin_key=settings.admin_key,
             recall_k=limits.recall_k,
+            max_chars=limits.max_result_chars,
         ),
         chat=ChatRoutes(
             settings=settings, registry=registry, indexer=indexer, recaller=recaller, clock=clock

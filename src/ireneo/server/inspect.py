@@ -16,8 +16,8 @@ forgets what ireneo keeps about them.
   sent, must name this server's host. A request carrying neither header comes from no browser
   (curl, a script): it holds no one's cookie but its own, so it is let through. Sign-out and
   forget also need the session's CSRF token (docs/inspector.md).
-- Conversations by date; a search that runs the agent's own recall (same `k`) and shows the
-  turns an agent would get; a conversation read in full; a conversation forgotten (a POST with
+- Conversations by date; a search that runs the agent's own recall (same `k`, same
+  characters) and shows the turns an agent would get; a conversation read in full; a conversation forgotten (a POST with
   a CSRF token; audited as `inspector` or `operator`).
 - Plain HTML, no script, no external resource; a Content-Security-Policy forbids both.
 
@@ -46,6 +46,7 @@ from ireneo.model import ConversationSummary, Hit, Turn
 from ireneo.server.auth import IreneoJWTVerifier, caller_user
 from ireneo.server.forget import Forgetter
 from ireneo.server.memories import OpenMemories, user_key
+from ireneo.server.tools import recall_answer
 from ireneo.users import user_problem
 
 COOKIE = "ireneo_inspect"
@@ -190,6 +191,7 @@ class Inspector:
         verifier: IreneoJWTVerifier,
         admin_key: str | None,
         recall_k: int,
+        max_chars: int | None = None,
         clock: Callable[[], float] = time.time,
     ):
         self.registry = registry
@@ -197,6 +199,7 @@ class Inspector:
         self.verifier = verifier
         self.admin_key = admin_key
         self.recall_k = recall_k
+        self.max_chars = max_chars  # the tool's answer's characters: the same hits as an agent
         self.clock = clock
         self.sessions = Sessions(clock)
 
@@ -262,10 +265,10 @@ class Inspector:
         if not query:
             return _redirect("/inspect")
         found = await asyncio.to_thread(
-            self._with_memory, session, lambda m: _recall(m, query, self.recall_k)
+            self._with_memory, session, lambda m: _recall(m, query, self.recall_k, self.max_chars)
         )
         hits, refs = found or ([], {})
-        body = _search_form(query) + _hit_list(hits, refs, self.recall_k)
+        body = _search_form(query) + _hit_list(hits, refs)
         return self._page(f"Search: {query}", session, body)
 
     async def conversation(self, request: Request) -> Response:
@@ -401,8 +404,10 @@ def _list_conversations(memory: Memory) -> list[tuple[ConversationSummary, str]]
     return [(s, memory.conversation_ref(s.session_id)) for s in found]
 
 
-def _recall(memory: Memory, query: str, k: int) -> tuple[list[Hit], dict[str, str]]:
-    hits = memory.recall(query, k=k)
+def _recall(
+    memory: Memory, query: str, k: int, max_chars: int | None
+) -> tuple[list[Hit], dict[str, str]]:
+    hits, _ = recall_answer(memory, query, k, max_chars)  # what recall_my_conversations shows
     return hits, {hit.session_id: memory.conversation_ref(hit.session_id) for hit in hits}
 
 
@@ -447,13 +452,12 @@ def _conversation_list(rows: list[tuple[ConversationSummary, str]]) -> str:
 <th scope="col" class="num">Turns</th></tr></thead><tbody>{items}</tbody></table>"""
 
 
-def _hit_list(hits: list[Hit], refs: dict[str, str], k: int) -> str:
+def _hit_list(hits: list[Hit], refs: dict[str, str]) -> str:
     if not hits:
         return "<p>Nothing found. Your assistant would get no passage for this search.</p>"
     parts = [
-        f"<p>Your assistant would get these {len(hits)} passages (it is given at most {k}), "
-        "best first. The highlighted turn is the one that matched; the others are shown "
-        "around it.</p><ol class=hits>"
+        f"<p>Your assistant would get these {len(hits)} passages, best first. The highlighted "
+        "turn is the one that matched; the others are shown around it.</p><ol class=hits>"
     ]
     for hit in hits:
         ref = refs.get(hit.session_id, "")
