@@ -46,7 +46,7 @@ from ireneo.model import ConversationSummary, Hit, Turn
 from ireneo.server.auth import IreneoJWTVerifier, caller_user
 from ireneo.server.forget import Forgetter
 from ireneo.server.memories import OpenMemories, user_key
-from ireneo.server.tools import recall_answer
+from ireneo.server.tools import recall_hits
 from ireneo.users import user_problem
 
 COOKIE = "ireneo_inspect"
@@ -407,7 +407,7 @@ def _list_conversations(memory: Memory) -> list[tuple[ConversationSummary, str]]
 def _recall(
     memory: Memory, query: str, k: int, max_chars: int | None
 ) -> tuple[list[Hit], dict[str, str]]:
-    hits, _ = recall_answer(memory, query, k, max_chars)  # what recall_my_conversations shows
+    hits = recall_hits(memory, query, k, max_chars)  # what recall_my_conversations shows
     return hits, {hit.session_id: memory.conversation_ref(hit.session_id) for hit in hits}
 
 

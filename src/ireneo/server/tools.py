@@ -135,13 +135,19 @@ def returned_turns(hits: list[Hit]) -> list[tuple[str, int]]:
     return [(hit.session_id, turn.seq) for hit in hits for turn in [hit, *hit.context]]
 
 
+def recall_hits(memory: Memory, query: str, k: int, max_chars: int | None) -> list[Hit]:
+    """The hits `recall_my_conversations` shows for `query`: k, then more while they fit in
+    `max_chars`, their contexts grown within it (the inspector shows the same)."""
+    fits = within(max_chars, memory.conversation_ref) if max_chars else None
+    return memory.recall(query, k=k, fits=fits)
+
+
 def recall_answer(
     memory: Memory, query: str, k: int, max_chars: int | None
 ) -> tuple[list[Hit], str]:
     """The hits `recall_my_conversations` finds for `query` and the text it shows of them
     (whole passages within `max_chars`; "" without a hit). The LoCoMo bench reads the same."""
-    fits = within(max_chars, memory.conversation_ref) if max_chars else None
-    hits = memory.recall(query, k=k, fits=fits)  # the context grows within max_chars
+    hits = recall_hits(memory, query, k, max_chars)
     if not hits:
         return hits, ""
     refs = {hit.session_id: memory.conversation_ref(hit.session_id) for hit in hits}
