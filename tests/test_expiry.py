@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from ireneo.config import MemoryPolicy
 from ireneo.memories import ExplicitMemories
@@ -55,3 +56,32 @@ def test_a_pass_with_expiry_off_opens_nothing(tmp_path):
     registry = OpenMemories(users, capacity=64)
     expiry = MemoryExpiry(registry, MemoryPolicy(low_max_age_days=0), lambda: NOW, 3600)
     assert expiry.run_once() == 0 and registry.opened == 0
+
+
+def test_a_pass_on_postgres_opens_only_the_memories_with_something_to_expire(pg_database):
+    """The users to expire are asked in their own row-level-security scope, not opened."""
+    from ireneo.store.postgres import expirable, open_pool
+    from tests import pg_cluster
+
+    database = pg_cluster.prepare(pg_database.superuser_url)  # no other test's users
+    pool = open_pool(database.app_url, max_size=4)
+    try:
+        keys = [user_key(f"user-{n}") for n in range(12)]
+        for n, key in enumerate(keys):
+            with Memory(database=pool, user=key) as memory:
+                when = THEN if n % 2 == 0 else NOW
+                ExplicitMemories(memory, now=lambda when=when: when).store(
+                    THINGS[0], importance="low" if n % 4 == 0 else "high"
+                )
+        cutoff = NOW - timedelta(days=30)
+        assert expirable(pool, keys, cutoff) == [keys[0], keys[4], keys[8]]
+        registry = OpenMemories(Path("unused"), capacity=64, database=pool)
+        expiry = MemoryExpiry(registry, MemoryPolicy(low_max_age_days=30), lambda: NOW, 3600)
+        try:
+            assert expiry.run_once() == 3
+        finally:
+            registry.close_all()
+        assert registry.opened == 3
+        assert expirable(pool, keys, cutoff) == []
+    finally:
+        pool.close()

@@ -1,7 +1,9 @@
 """The periodic job that removes every user's expired low-importance explicit memories.
 
-On SQLite a pass reads each memory file for an explicit memory old enough to expire
-(store.sqlite.expirable_in) and opens only those memories, so an hourly pass over thousands of
+A pass first asks which users have an explicit memory old enough to expire, without opening
+any memory: on SQLite by reading each file (store.sqlite.expirable_in), on PostgreSQL by one
+question per user in that user's row-level-security scope, many users to a round trip
+(store.postgres.expirable). It opens only those memories, so an hourly pass over thousands of
 users neither reopens them all nor pushes the ones in use out of the registry.
 """
 
@@ -64,14 +66,16 @@ class MemoryExpiry:
         return removed
 
     def _candidates(self) -> list[str]:
-        """The users whose memory may hold something to expire (on PostgreSQL, every user)."""
+        """The users whose memory may hold something to expire."""
         days = self.policy.low_max_age_days
         if days <= 0:  # nothing ever expires
             return []
         keys = self.registry.keys_on_disk()
-        if self.registry.database is not None:
-            return keys
         cutoff = self.clock() - timedelta(days=days)
+        if self.registry.database is not None:
+            from ireneo.store.postgres import expirable
+
+            return expirable(self.registry.database, keys, cutoff)
         found = []
         for key in keys:
             try:

@@ -132,6 +132,38 @@ def has_memory(pool: ConnectionPool, user: str) -> bool:
     return row is not None
 
 
+EXPIRY_BATCH = 250  # users asked in one round trip by `expirable`
+
+
+def expirable(pool: ConnectionPool, users: list[str], updated_before: datetime) -> list[str]:
+    """The users among `users` who have a low-importance explicit memory not updated since
+    `updated_before` (what `memory_expire` removes), found without opening their memories.
+
+    Each user's question runs in that user's own scope, as every per-user read does (the
+    policies admit no other user's rows), EXPIRY_BATCH users to a message: one transaction in
+    which the scope is set again before each question."""
+    question = (
+        "SELECT EXISTS (SELECT 1 FROM memories "
+        "WHERE user_id = %s AND importance = 0 AND updated_at < %s)"
+    )
+    cutoff = _second(updated_before)
+    found = []
+    for start in range(0, len(users), EXPIRY_BATCH):
+        batch = users[start : start + EXPIRY_BATCH]
+        text = "; ".join(f"{_SCOPE}; {question}" for _ in batch)
+        params = tuple(value for user in batch for value in (user, user, cutoff))
+        with storage_errors(), pool.connection() as conn, psycopg.ClientCursor(conn) as cur:
+            cur.execute(text, params)  # positioned on the first user's scope
+            for n, user in enumerate(batch):
+                cur.nextset()
+                row = cur.fetchone()
+                if row and row[0]:
+                    found.append(user)
+                if n + 1 < len(batch):
+                    cur.nextset()
+    return found
+
+
 FULL = "the database's disk is full; nothing of the write was stored"
 
 
