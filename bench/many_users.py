@@ -926,6 +926,17 @@ class Run:
             "open_ms": _percentiles(open_ms),
         }
 
+    def trims(self) -> dict:
+        """The servers' trims of freed heap memory (`memory_trim`): how many, their CPU, what
+        they gave back."""
+        events = [e for e in self.server_events() if e.get("event") == "memory_trim"]
+        return {
+            "count": len(events),
+            "cpu_ms": round(sum(e["cpu_ms"] for e in events), 1),
+            "cpu_ms_each": _percentiles([e["cpu_ms"] for e in events]),
+            "freed_mb": round(sum(e["freed_mb"] for e in events), 1),
+        }
+
     def lost_posts(self) -> int:
         """Acknowledged probe turns missing from the store (read directly)."""
         missing = 0
@@ -981,6 +992,7 @@ class Run:
                 else None,
             },
             "server": self.cold_share(),
+            "trims": self.trims(),
             "rss_peak_mb": rss_peak,
             "fds_peak": fds_peak,
             "connections_peak": max((r.get("connections", 0) for r in self.series), default=0),
@@ -1043,6 +1055,10 @@ def save(report: dict, out: Path) -> Path:
     return md
 
 
+def _mbs(figures: list[dict | None] | None) -> str:
+    return " / ".join(f"{f['rss_mb']:.0f}" if f else "-" for f in figures or [])
+
+
 def markdown(r: dict) -> str:
     c = r["config"]
     rec, srv, fr, d = r["recall"], r["server"], r["freshness"], r["disk"]
@@ -1073,6 +1089,8 @@ def markdown(r: dict) -> str:
         f"| memory opens (p50 / p95 ms each) | {srv['opens']} ({srv['open_ms'].get('p50')} / "
         f"{srv['open_ms'].get('p95')}) |",
         f"| server RSS peak | {' / '.join(f'{x:.0f}' for x in r['rss_peak_mb'])} MB |",
+        f"| server RSS after the backfill / at the end | {_mbs(r.get('after_backfill'))} MB / "
+        f"{_mbs(r.get('at_end'))} MB |",
         f"| open files peak | {' / '.join(str(x) for x in r['fds_peak'])} |",
         f"| disk per user / per conversation | {d['per_user_bytes'] / 1024:.0f} KiB / "
         f"{d['per_conversation_bytes'] / 1024:.1f} KiB |",
@@ -1089,6 +1107,13 @@ def markdown(r: dict) -> str:
         ],
         f"| server CPU per recall (with the live ingest) | {r['cpu_ms_per_recall']} ms |",
     ]
+    trims = r.get("trims") or {}
+    if trims.get("count"):
+        lines.append(
+            f"| heap trims: count / CPU (total, p50 / p95 each) / given back | {trims['count']} / "
+            f"{trims['cpu_ms']} ms ({trims['cpu_ms_each'].get('p50')} / "
+            f"{trims['cpu_ms_each'].get('p95')} ms) / {trims['freed_mb']} MB |"
+        )
     if c["store"] == "postgres":
         lines.append(f"| app connections peak (all replicas) | {r['connections_peak']} |")
     lines += [

@@ -55,6 +55,7 @@ from ireneo.server.tools import (
     ToolCalls,
     register_tools,
 )
+from ireneo.server.trim import Trim
 from ireneo.server.verified import remember_verified
 
 if TYPE_CHECKING:
@@ -143,6 +144,7 @@ def build_state(settings: Settings, clock: Clock) -> ServerState:
         rerank=settings.rerank,
         opener=functools.partial(Memory, settings=settings),
         database=pool,
+        trim=Trim(),
     )
     indexer = _indexer(settings, registry, pool)
     calls = ToolCalls(limits)

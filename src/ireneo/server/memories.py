@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from ireneo.memory import Memory
 from ireneo.server.logs import log_event
+from ireneo.server.trim import Trim
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
@@ -93,6 +94,7 @@ class OpenMemories:
         rerank: str | None = None,
         opener: Callable[..., Memory] = Memory,
         database: ConnectionPool | None = None,
+        trim: Trim | None = None,
     ):
         self.users_dir = Path(users_dir)
         self.database = database
@@ -100,6 +102,7 @@ class OpenMemories:
         self.budget_bytes = budget_bytes
         self.model, self.rerank = model, rerank
         self._opener = opener
+        self._trim = trim
         self._lock = threading.Lock()
         self._open: OrderedDict[str, _Entry] = OrderedDict()
         self._retiring: dict[str, _Entry] = {}
@@ -165,6 +168,14 @@ class OpenMemories:
             if idle:
                 self._close(entry)
             shutil.rmtree(path, ignore_errors=True)
+        self.trim()
+
+    def trim(self) -> None:
+        """Give the heap memory freed by work done in bulk back to the system (at most every
+        few seconds, on glibc; see server.trim): called after closing memories, after an index
+        run."""
+        if self._trim is not None:
+            self._trim()
 
     def open_count(self) -> int:
         with self._lock:
@@ -252,6 +263,8 @@ class OpenMemories:
         )
         for old in evicted:
             self._close(old)
+        if evicted:
+            self.trim()
         return entry
 
     def _open_memory(self, key: str, path: Path | None, create: bool) -> Memory:
@@ -305,6 +318,8 @@ class OpenMemories:
             self._close(old)
         if close and entry not in evicted:
             self._close(entry)
+        if close or evicted:
+            self.trim()
 
     def _close(self, entry: _Entry) -> None:
         try:

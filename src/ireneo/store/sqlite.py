@@ -292,12 +292,13 @@ class SQLiteStore(Store[sqlite3.Connection]):
         return str(self.path)
 
     def resident_bytes(self) -> int:
-        """Search's copies, SQLite's page cache (as large as the file, up to its limit) and what
-        an open connection holds besides."""
-        try:
-            size = self.path.stat().st_size
-        except OSError:
-            size = 0
+        """Search's copies, SQLite's page cache (as large as the file, or as its write-ahead
+        log, which holds every page a new memory wrote until it is closed; up to its limit) and
+        what an open connection holds besides."""
+        size = 0
+        for path in (self.path, self.path.with_name(self.path.name + "-wal")):
+            with contextlib.suppress(OSError):
+                size = max(size, path.stat().st_size)
         return super().resident_bytes() + min(size, PAGE_CACHE_BYTES) + OPEN_BYTES
 
     # -- plumbing ---------------------------------------------------------------------------
