@@ -53,7 +53,7 @@ import tempfile
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx2
@@ -496,6 +496,7 @@ class Run:
                 if i not in self.dead:
                     server.stop()
         turns = sum(len(json.loads(b)["turns"]) for u in self.users for b in u.bodies)
+        self.figures["expiry_pass"] = self.expiry_pass()
         self.figures.update(
             generated_s=round(generated_s, 1),
             posted_s=round(posted_s, 1),
@@ -882,6 +883,33 @@ class Run:
             "errors_before": errors_before,
         }
 
+    def expiry_pass(self) -> dict:
+        """One pass of the server's hourly memory expiry over every user, run here once the
+        servers have stopped (MemoryExpiry, the default policy; no user has an explicit memory
+        to expire): its time, this process's CPU, and the memories it opened."""
+        from ireneo.config import MemoryPolicy
+        from ireneo.server.expiry import MemoryExpiry
+        from ireneo.server.memories import OpenMemories
+
+        pool = None
+        if self.backend.database is not None:
+            from ireneo.store.postgres import open_pool
+
+            pool = open_pool(self.backend.app_url, max_size=2)
+        registry = OpenMemories(
+            self.work / "home" / "users", capacity=2048, budget_bytes=256 << 20, database=pool
+        )
+        job = MemoryExpiry(registry, MemoryPolicy(), lambda: datetime.now(UTC), 3600)
+        wall, cpu = time.perf_counter(), time.process_time()
+        try:
+            job.run_once()
+        finally:
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            registry.close_all()
+            if pool is not None:
+                pool.close()
+        return {"s": round(wall, 2), "cpu_s": round(cpu, 2), "opened": registry.opened}
+
     # -- figures ------------------------------------------------------------------------------
     def server_events(self) -> list[dict]:
         events = []
@@ -1089,7 +1117,7 @@ def markdown(r: dict) -> str:
         f"| memory opens (p50 / p95 ms each) | {srv['opens']} ({srv['open_ms'].get('p50')} / "
         f"{srv['open_ms'].get('p95')}) |",
         f"| server RSS peak | {' / '.join(f'{x:.0f}' for x in r['rss_peak_mb'])} MB |",
-        f"| server RSS after the backfill / at the end | {_mbs(r.get('after_backfill'))} MB / "
+        f"| server RSS after the backfill; at the end | {_mbs(r.get('after_backfill'))} MB; "
         f"{_mbs(r.get('at_end'))} MB |",
         f"| open files peak | {' / '.join(str(x) for x in r['fds_peak'])} |",
         f"| disk per user / per conversation | {d['per_user_bytes'] / 1024:.0f} KiB / "
@@ -1107,6 +1135,12 @@ def markdown(r: dict) -> str:
         ],
         f"| server CPU per recall (with the live ingest) | {r['cpu_ms_per_recall']} ms |",
     ]
+    expiry = r.get("expiry_pass")
+    if expiry:
+        lines.append(
+            f"| an expiry pass over every user (after the run): time / CPU / memories opened | "
+            f"{expiry['s']} s / {expiry['cpu_s']} s / {expiry['opened']} |"
+        )
     trims = r.get("trims") or {}
     if trims.get("count"):
         lines.append(
