@@ -17,6 +17,7 @@ BLOCKED = {
     "ko": ["kiwipiepy"],
     "postgres": ["psycopg", "psycopg_pool", "pgvector"],
     "bench": ["matplotlib"],
+    "local": ["tokenizers"],
 }
 
 
@@ -143,3 +144,20 @@ def test_onnx_is_needed_only_to_build_a_graph(tmp_path: Path) -> None:
         )
         assert run.returncode == 0, run.stderr
     assert "MT-4471" in run.stdout
+
+
+def test_without_tokenizers_the_default_model_serves_and_a_cross_encoder_names_the_extra(
+    tmp_path: Path,
+) -> None:
+    """The default model reads its WordPiece tokenizer itself (ireneo.embed.wordpiece): index
+    and recall run without the `tokenizers` package; a cross-encoder needs it."""
+    from tests.conftest_models import overlap_cross_encoder
+
+    home = str(tmp_path / "home")
+    indexed = ireneo("index", "--home", home, str(SAMPLES), without="local")
+    assert indexed.returncode == 0, indexed.stderr
+    found = ireneo("recall", "--home", home, "-k", "1", "--", "the chiller alarm", without="local")
+    assert found.returncode == 0 and "[1]" in found.stdout, found.stderr
+    reranker = str(overlap_cross_encoder(tmp_path / "ce"))
+    reranked = ireneo("recall", "--home", home, "--rerank", reranker, "--", "x", without="local")
+    assert "tokenizers is not installed" in one_line_error(reranked, "local")

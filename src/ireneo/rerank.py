@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ireneo.analyze import sentences
 from ireneo.embed import Embedder, onnx_files, token_feeds, token_inputs, transformer_session
+from ireneo.extras import missing
 from ireneo.model import Hit
 from ireneo.workers import usable_cores
 
@@ -71,7 +72,10 @@ class CrossEncoderReranker:
     depth = DEPTH
 
     def __init__(self, model_file: Path, tokenizer_file: Path, max_tokens: int = 512) -> None:
-        from tokenizers import Tokenizer
+        try:
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise missing("local", "a cross-encoder reranker", exc) from None
 
         self._tokenizer = Tokenizer.from_file(str(tokenizer_file))
         self._tokenizer.no_padding()

@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from ireneo.workers import usable_cores
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """One text's tokens, as our tokenizers give them (e5's, the MiniLMs'): ids, and each token's (start, end) in the text's characters."""
+
+    ids: list[int]
+    offsets: list[tuple[int, int]]
+
+    @property
+    def type_ids(self) -> list[int]:
+        return [0] * len(self.ids)
 
 
 @runtime_checkable

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from ireneo.embed.base import Encoding
+
 # The version of what this module writes; part of the cache key, so a change rebuilds.
 BUILD = 1
 
@@ -180,18 +182,6 @@ def tokenizer_model(weights: Weights) -> bytes:
     normaliser.remove_extra_whitespaces = True
     normaliser.escape_whitespaces = True
     return model.SerializeToString()
-
-
-@dataclass(frozen=True)
-class Encoding:
-    """One text's tokens: ids, and each token's (start, end) in the text's characters."""
-
-    ids: list[int]
-    offsets: list[tuple[int, int]]
-
-    @property
-    def type_ids(self) -> list[int]:
-        return [0] * len(self.ids)
 
 
 class E5Tokenizer:

@@ -17,6 +17,8 @@ import numpy as np
 
 from ireneo.embed.base import clean, empty, normalise, threads_or_default
 from ireneo.embed.split import SLACK, split_by_offsets
+from ireneo.embed.wordpiece import WordPiece
+from ireneo.extras import missing
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -102,7 +104,7 @@ class OnnxEmbedder:
         return self._embed([self._query_prefix + clean(text)])[0]
 
     @property
-    def _untruncated(self) -> Tokenizer | E5Tokenizer:
+    def _untruncated(self) -> Tokenizer | E5Tokenizer | WordPiece:
         """split()'s tokenizer, which sees every token: the model's own, which runs untruncated
         (_embed cuts what is too long), so no second copy is ever read."""
         return self._tokenizer
@@ -185,13 +187,23 @@ def truncated(encoding: Any, most: int, closing: int = 1) -> Any:
 
 def load_tokenizer(tokenizer_file: Path) -> tuple[Any, int]:
     """The tokenizer in `tokenizer_file`, untruncated and unpadded, and its padding id: a
-    SentencePiece model (.model, e5's: ireneo.embed.e5) or a Hugging Face tokenizer.json."""
+    SentencePiece model (.model, e5's: ireneo.embed.e5), a BERT WordPiece tokenizer.json (the
+    MiniLMs': ireneo.embed.wordpiece), or any other tokenizer.json, read by the `tokenizers`
+    package (the `local` extra)."""
     if tokenizer_file.suffix == ".model":
         from ireneo.embed.e5 import E5Tokenizer
 
         e5 = E5Tokenizer(tokenizer_file)
         return e5, e5.pad
-    from tokenizers import Tokenizer
+    try:
+        wordpiece = WordPiece(tokenizer_file)
+        return wordpiece, wordpiece.pad
+    except ValueError:  # not BERT's WordPiece (or not JSON): `tokenizers` reads it or says why
+        pass
+    try:
+        from tokenizers import Tokenizer
+    except ImportError as exc:
+        raise missing("local", f"the tokenizer {tokenizer_file}", exc) from None
 
     tokenizer = Tokenizer.from_file(str(tokenizer_file))
     padding = tokenizer.padding or {}
