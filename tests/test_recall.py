@@ -465,6 +465,36 @@ def test_a_question_about_a_person_finds_the_turns_they_speak(memory, tmp_path):
     assert memory.recall(query, k=1)[0].session_id != "b-caroline"
 
 
+@pytest.mark.parametrize(
+    "when",
+    ["on 12 March 2026", "on March 12, 2026", "on 2026-03-12", "12 марта 2026", "2026년 3월 12일"],
+)
+def test_a_question_naming_a_day_finds_what_was_said_that_day(memory, tmp_path, when):
+    """The tool takes only a query: a question about a time says it in words, and the windows
+    said then rank first (ireneo.periods), here against a closer wording said another day."""
+    conversation(
+        tmp_path, "early", ["We decided to replace the pump seal on line 4."], "2026-03-05"
+    )
+    conversation(
+        tmp_path, "late", ["We decided to replace the bearing of that pump."], "2026-03-12"
+    )
+    conversation(tmp_path, "later", ["The pump seal arrived."], "2026-04-12")
+    for n in range(6):
+        conversation(tmp_path, f"other{n}", [f"The bus {n} was late again."], f"2026-03-1{n}")
+    memory.index([tmp_path])
+    query = f"What did we decide to replace on the pump {when}?"
+    assert memory.recall(query, k=1)[0].session_id == "late"
+    memory.fusion = replace(memory.fusion, time_weight=0.0)  # by the words alone
+    assert memory.recall(query, k=1)[0].session_id == "early"
+    memory.fusion = replace(memory.fusion, time_weight=search.Fusion().time_weight)
+    # a month names its every day; a time outside the memory changes nothing
+    assert memory.recall("pump seal decision in April 2026", k=1)[0].session_id == "later"
+    assert (
+        memory.recall("What did we decide to replace on the pump in 2019?", k=1)[0].session_id
+        == "early"
+    )
+
+
 def _chat(tmp_path, session_id: str, texts: list[str]) -> None:
     conversation(tmp_path, session_id, texts)
 

@@ -21,6 +21,9 @@
    them apart. A query typed without capitals takes its names from how the memory writes
    them ("carrow depot 8" is the "Carrow Depot 8" of the candidate turns). A name that is one
    of the memory's speakers (a turn's role, "Caroline") counts in every turn they speak.
+   A day, month or year the query names ("on 8 May, 2023", ireneo.periods) adds a share to
+   the windows said then, whose best passages are candidates too: the tool takes only a
+   query, so a question about a time can say it only in words.
 5. Hits: best windows first; in each, the turn that matched best on its own is the hit, shown
    with its neighbours and the rest of the window. A window whose last turn asks a question
    also shows the reply: a fact is often said in answer ("What did the numbers look like?" /
@@ -36,12 +39,13 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from itertools import pairwise
 from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from ireneo import relevance
+from ireneo import periods, relevance
 from ireneo.analyze import Hangul, names, query_terms, runs_of_capitals, terms, written_names
 from ireneo.model import Hit, Turn
 from ireneo.store import Filters, Store, TermStats
@@ -88,6 +92,8 @@ class Fusion:
     the name is in this memory (`_name_shares`). Each name also brings its own candidates.
     length_norm: BM25's b for windows: how much a longer window is discounted.
     speakers: a name the query mentions counts in the turns its person speaks (a turn's role).
+    time_weight: added to a window said in a day, month or year the query names
+    (ireneo.periods), whose best passages by BM25 are candidates too.
     lift: the embedding model's calibration of when the memory answers a query at all
     (ireneo.relevance; None: words alone).
     """
@@ -97,6 +103,7 @@ class Fusion:
     name_weight: float = 0.4
     length_norm: float = 0.4
     speakers: bool = True
+    time_weight: float = 0.4
     lift: relevance.Lift | None = None
     candidates: int = CANDIDATES
 
@@ -152,6 +159,12 @@ def window_scores(
     stats = store.term_stats(words) if words else TermStats(0, 0.0, {})
     rarer = selective(words, stats)
     seeds = keyword_candidates(layout, stats, rarer, fusion.candidates, filters)
+    times = periods.periods(query) if fusion.time_weight else []
+    for start, end in times:  # the best passages of each time the query names
+        within = _within(filters, start, end)
+        if within is not None:
+            found = keyword_candidates(layout, stats, words, fusion.candidates, within)
+            seeds = np.union1d(seeds, found)
     named = known_names(query, stats, hangul) if fusion.name_weight else []
     # a query with no capitals may have left them out; one without cased letters (Korean) not
     if fusion.name_weight and not written_names(query) and any(c.islower() for c in query):
@@ -181,6 +194,9 @@ def window_scores(
     if fusion.speakers:
         _add_speakers(turns, layout, lexical, hangul)
     keys, window, own = _fuse_windows(turns, centres, radius, stats, lexical, fusion, median)
+    if times and len(keys):
+        spoken = turns.ts[np.searchsorted(turns.keys, keys)]
+        window = window + fusion.time_weight * _in_times(spoken, times)
     if fusion.name_weight and lexical.names:
         unnumbered = [name.terms for name in lexical.names if _unnumbered(name.terms, sequence)]
         if unnumbered:
@@ -191,6 +207,25 @@ def window_scores(
         turn: Score(w, o)
         for turn, w, o in zip(layout.turns(keys), window.tolist(), own.tolist(), strict=True)
     }
+
+
+def _within(filters: Filters, start: int, end: int) -> Filters | None:
+    """`filters` narrowed to [start, end) (seconds, UTC); None when nothing is left."""
+    since = datetime.fromtimestamp(start, UTC)
+    until = datetime.fromtimestamp(end - 1, UTC)
+    if filters.since is not None and filters.since > since:
+        since = filters.since
+    if filters.until is not None and filters.until < until:
+        until = filters.until
+    return replace(filters, since=since, until=until) if since <= until else None
+
+
+def _in_times(ts: np.ndarray, times: list[periods.Period]) -> np.ndarray:
+    """1 where a timestamp falls in one of the periods, else 0."""
+    inside = np.zeros(len(ts), dtype=bool)
+    for start, end in times:
+        inside |= (ts >= start) & (ts < end)
+    return inside.astype(float)
 
 
 def keyword_candidates(
@@ -442,6 +477,7 @@ class _Turns:
     seeded: np.ndarray  # holds a candidate passage
     admitted: np.ndarray  # the time, role and conversation filters admit it as a hit
     roles: np.ndarray  # who spoke it: the layout's role code
+    ts: np.ndarray  # when: whole seconds, UTC
 
 
 def _counts(layout: PassageLayout, near: np.ndarray, lexical: LexicalQuery) -> np.ndarray:
@@ -477,7 +513,14 @@ def _turn_features(
     admitted = layout.admitted(near[first], filters)  # the filters are of turns
     roles = layout.roles[near[first]]
     return _Turns(
-        keys, turn_counts.reshape(len(keys), width), lengths, best, seeded, admitted, roles
+        keys,
+        turn_counts.reshape(len(keys), width),
+        lengths,
+        best,
+        seeded,
+        admitted,
+        roles,
+        layout.ts[near[first]],
     )
 
 
