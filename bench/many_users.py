@@ -33,6 +33,10 @@ server's RSS and open files then.
 A recall is cold when the server opened the user's memory for it (the registry logs each open,
 `memory_open`; a recall is matched to an open of its user inside its own span).
 
+The servers' heap trims (`memory_trim`: how many, their CPU, what they gave back) are summed,
+and once the servers have stopped, one pass of the hourly memory expiry over every user is timed
+with the memories it opened.
+
 Writes `<store>-<users>.json` (the figures; each call and sample is drawn in the plot), `.md` and
 `.png` under `--out`, and a summary table of every run
 there (`README.md`). Clients and servers share the machine: compare runs of one session.
