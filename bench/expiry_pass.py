@@ -2,9 +2,11 @@
 opened, the process's RSS and open files after it.
 
     nice python bench/expiry_pass.py DIR/home/users
+    nice python bench/expiry_pass.py --database-url postgresql://ireneo_app@HOST/DB
 
 Point it at a copy of a server's users directory (bench/many_users.py --work DIR --reuse leaves
-one): the pass removes what has expired. Run it with PYTHONPATH set to two trees to compare them.
+one), or at a PostgreSQL database as the application role: the pass removes what has expired.
+Run it with PYTHONPATH set to two trees to compare them.
 """
 
 from __future__ import annotations
@@ -29,10 +31,23 @@ def rss_mb() -> int:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("users", type=Path, help="a users directory (one memory per key)")
+    p.add_argument("users", type=Path, nargs="?", help="a users directory (one memory per key)")
+    p.add_argument("--database-url", help="instead: a PostgreSQL database (the server's role)")
     p.add_argument("--budget-mb", type=int, default=256, help="the registry's budget [256]")
     args = p.parse_args()
-    registry = OpenMemories(args.users, capacity=2048, budget_bytes=args.budget_mb << 20)
+    if (args.users is None) == (args.database_url is None):
+        p.error("give a users directory or --database-url")
+    pool = None
+    if args.database_url:
+        from ireneo.store.postgres import open_pool
+
+        pool = open_pool(args.database_url, max_size=2)
+    registry = OpenMemories(
+        args.users or Path("unused"),
+        capacity=2048,
+        budget_bytes=args.budget_mb << 20,
+        database=pool,
+    )
     job = MemoryExpiry(registry, MemoryPolicy(), lambda: datetime.now(UTC), 3600)
     before = rss_mb()
     wall, cpu = time.perf_counter(), time.process_time()
@@ -41,9 +56,12 @@ def main() -> None:
     print(
         f"{len(registry.keys_on_disk())} memories: pass {wall:.2f} s ({cpu:.2f} s CPU), "
         f"{removed} removed, {registry.opened} opened, {registry.open_count()} left open, "
-        f"RSS {before} -> {rss_mb()} MB, {len(os.listdir('/proc/self/fd'))} open files"
+        f"RSS {before} -> {rss_mb()} MB, {len(os.listdir('/proc/self/fd'))} open files; "
+        f"load {os.getloadavg()[0]:.1f}"
     )
     registry.close_all()
+    if pool is not None:
+        pool.close()
 
 
 if __name__ == "__main__":
