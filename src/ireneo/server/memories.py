@@ -10,7 +10,9 @@ still uses it is closed when the last lease ends, and a lease on it meanwhile ge
 object back, so one directory is never open twice.
 
 A memory is opened outside the registry's lock (one opener per key; the others wait for it): a
-cold open, which may read a database, never holds up the leases of other users.
+cold open, which may read a database, never holds up the leases of other users. Once it has
+closed memories, the registry gives the heap memory they freed back to the system (`trim`, at
+most every few seconds: server/trim.py).
 
 With a PostgreSQL `database` (a connection pool shared by every memory), a user's memory is the
 rows keyed by that same key, and no directory is made.
