@@ -10,7 +10,10 @@ is posted whole through `POST /turns` (the gateway's door) to a real `ireneo ser
 `--clients` concurrent MCP clients (fastmcp over streamable HTTP, a real token per call: each
 client keeps one session and sends the token of the user it speaks for) ask
 `recall_my_conversations` for users drawn by a Zipf law (`--zipf`; the users' ranks are a
-shuffle), with one of the user's own questions, for `--seconds`. Meanwhile a gateway keeps
+shuffle), with one of the user's own questions, for `--seconds`: back to back, or (`--pace S`)
+each pausing a random time of mean S seconds between its recalls, as an agent waits for its
+user's next turn. Back to back, a recall's latency is mostly queueing (clients ÷ throughput);
+paced, it is what one recall costs when the servers are not saturated. Meanwhile a gateway keeps
 posting (`--ingest-rate` posts a second, growing conversations for Zipf-drawn users); each of
 those posts is a probe of freshness: the time from its 202 to a recall that finds its marker
 (keyword search) and to its vectors being stored (search by meaning).
@@ -88,6 +91,7 @@ class Config:
     zipf: float = 1.0
     ingest_rate: float = 2.0  # probe posts a second during the recall phase
     posters: int = 8
+    pace: float = 0.0  # each client's mean pause between its recalls, seconds (0: none)
     seed: int = 29
     model: str | None = None
     kill_at: float | None = None  # seconds into the recall phase; PostgreSQL with 2+ replicas
@@ -692,6 +696,8 @@ class Run:
                     await self._recall_call(
                         Client, sessions, bearer, home, user, query, answer, record=True
                     )
+                    if cfg.pace:  # an agent's turn: think, then recall again
+                        await asyncio.sleep(rng.expovariate(1 / cfg.pace))
             finally:
                 for session in sessions.values():
                     with contextlib.suppress(Exception):  # a dead replica's session
@@ -1103,7 +1109,8 @@ def markdown(r: dict) -> str:
         f"{r['conversations']} conversations ({r['turns']} turns): users of {c['small_min']}-"
         f"{c['small_max']} conversations (log-uniform) and {r['big_users']} of {c['big_size']}; "
         f"posted by {c['posters']} posters in {r['posted_s']} s, indexed {r['indexed_s']} s after "
-        f"the first post. Then {c['clients']} MCP clients for {c['seconds']:.0f} s, users by Zipf "
+        f"the first post. Then {c['clients']} MCP clients for {c['seconds']:.0f} s"
+        f"{_paced(c)}, users by Zipf "
         f"(s = {c['zipf']}), while a gateway posts {c['ingest_rate']}/s. Model: "
         f"{c['model'] or 'the default'}. {r['cpus']} cores shared with the clients (load "
         f"{r['load_average']}); {r['when']}.",
@@ -1177,6 +1184,11 @@ def markdown(r: dict) -> str:
     if r["error_examples"]:
         lines += ["Errors (first few):", "", *[f"- `{e}`" for e in r["error_examples"][:5]], ""]
     return "\n".join(lines)
+
+
+def _paced(c: dict) -> str:
+    pace = c.get("pace") or 0
+    return f" (each pausing {pace:g} s on average between recalls)" if pace else " (back to back)"
 
 
 def summary(out: Path) -> None:
@@ -1274,6 +1286,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--zipf", type=float, default=1.0)
     p.add_argument("--ingest-rate", type=float, default=2.0)
     p.add_argument("--posters", type=int, default=8)
+    p.add_argument(
+        "--pace",
+        type=float,
+        default=0.0,
+        help="each client pauses a random time of this mean (s) between recalls, as an agent "
+        "does between its user's turns [0: back to back, the most the servers can take]",
+    )
     p.add_argument("--seed", type=int, default=29)
     p.add_argument("--model", help="IRENEO_MODEL for the servers [the default model]")
     p.add_argument("--kill-at", type=float, help="SIGKILL the last replica at S s")
@@ -1293,8 +1312,8 @@ def main(argv: list[str] | None = None) -> int:
         help="SQLite: keep the posted histories in --work, and start from them when there",
     )
     args = p.parse_args(argv)
-    if args.users < 1 or args.clients < 1 or args.seconds <= 0:
-        p.error("--users, --clients and --seconds must be positive")
+    if args.users < 1 or args.clients < 1 or args.seconds <= 0 or args.pace < 0:
+        p.error("--users, --clients and --seconds must be positive, --pace not negative")
     if not 1 <= args.small_min <= args.small_max:
         p.error("--small-min must be at least 1 and at most --small-max")
     server_env = {}
@@ -1316,6 +1335,7 @@ def main(argv: list[str] | None = None) -> int:
         zipf=args.zipf,
         ingest_rate=args.ingest_rate,
         posters=args.posters,
+        pace=args.pace,
         seed=args.seed,
         model=args.model,
         kill_at=args.kill_at,
