@@ -443,8 +443,14 @@ def _without_numbered_names(
         [(sid, seq - radius, seq + radius) for sid, seq in layout.turns(keys[best])]
     )
     window = window.copy()
+    capitals: dict[str, list[list[str]]] = {}  # by text: neighbouring windows share turns
     for row, turns in zip(best.tolist(), texts, strict=True):
-        runs = [run for turn in turns for run in runs_of_capitals(turn.text)]
+        runs = []
+        for turn in turns:
+            text = turn.text
+            if text not in capitals:
+                capitals[text] = runs_of_capitals(text)
+            runs += capitals[text]
         for name, share in zip(lexical.names, shares.tolist(), strict=True):
             if name.terms in unnumbered and _numbered_only(name.terms, runs):
                 window[row] -= share
