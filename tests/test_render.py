@@ -87,3 +87,18 @@ def test_within_measures_the_answer_as_the_tool_names_its_conversations():
     fits = within(10_000, ref)
     asked.clear()
     assert fits(hits) and fits(hits) and asked == ["s1", "s2"]  # each looked up once
+
+
+def test_within_measures_exactly_what_render_hits_prints():
+    texts = ["", "a\r\nb\n\nc\u2028d\x85e", "q" * 600, "q" * 601, "w " * 300 + "  tail", "\n"]
+    context = [ContextTurn(seq, "user\n\x07", TS, text) for seq, text in enumerate(texts, 1)]
+    grown: list[Hit] = []
+    for n in range(len(context) + 1):
+        # the same turns again, each time with one more: turns are measured once per `fits`
+        grown.append(Hit("s\n1", "u", 123, TS, "assistant", texts[n % 6], 0.5, context[:n]))
+    fits = within(10**6)
+    for n in range(len(grown)):
+        hits = grown[: n + 1]
+        size = len(render_hits(hits))
+        assert within(size)(hits) and not within(size - 1)(hits), n
+        assert fits(hits)

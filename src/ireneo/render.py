@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from ireneo.model import ConversationSummary, Hit, Turn
+from ireneo.model import ContextTurn, ConversationSummary, Hit, Turn
 from ireneo.store import Status
 
 CONTEXT_CHARS = 600
@@ -59,17 +59,22 @@ def _clip(text: str, limit: int) -> str:
 
 
 def render_hit(number: int, hit: Hit, ref: str | None = None) -> str:
-    where = f"ref {ref}" if ref else f"conversation {inline(hit.session_id)}"
-    lines = [f"[{number}] {when(hit)} UTC · {where} · turn {hit.seq}"]
-    shown = sorted([*hit.context, hit], key=lambda t: t.seq)
-    for turn in shown:
-        if turn is hit:
-            lines.append(f"  > [{turn.seq}] {inline(turn.role)}:")
-            lines.append(quote(turn.text))
-        else:
-            lines.append(f"    [{turn.seq}] {inline(turn.role)}:")
-            lines.append(quote(_clip(turn.text, CONTEXT_CHARS)))
+    lines = [_header(number, hit, ref)]
+    for turn in sorted([*hit.context, hit], key=lambda t: t.seq):
+        lines.extend(_turn_lines(turn, turn is hit))
     return "\n".join(lines)
+
+
+def _header(number: int, hit: Hit, ref: str | None) -> str:
+    where = f"ref {ref}" if ref else f"conversation {inline(hit.session_id)}"
+    return f"[{number}] {when(hit)} UTC · {where} · turn {hit.seq}"
+
+
+def _turn_lines(turn: Hit | ContextTurn, is_hit: bool) -> tuple[str, str]:
+    """A turn of a hit's block: its line and its quoted text (a context turn's clipped)."""
+    if is_hit:
+        return f"  > [{turn.seq}] {inline(turn.role)}:", quote(turn.text)
+    return f"    [{turn.seq}] {inline(turn.role)}:", quote(_clip(turn.text, CONTEXT_CHARS))
 
 
 def render_hits(
@@ -94,18 +99,29 @@ def render_hits(
 def within(max_chars: int, ref: Callable[[str], str] | None = None) -> Callable[[list[Hit]], bool]:
     """Whether hits, rendered by `render_hits` whole (conversations named by `ref`, as the MCP
     tool names them, or by their ids), fit in `max_chars`: the test under which a hit's context
-    grows (Memory.recall's `fits`). Each hit's block is measured once: a hit grows one turn at
-    a time, and the others are the same objects as before."""
+    grows (Memory.recall's `fits`). A block's size is its header's and its turns' (as
+    `render_hit` writes them), each turn measured once: a hit grows one turn at a time, and
+    the others are the same objects as before."""
     refs: dict[str, str] = {}
     sizes: dict[tuple[int, int], tuple[Hit, int]] = {}  # by number and id(hit), the hit kept
+    turn_sizes: dict[tuple[int, str, str, bool], int] = {}
+
+    def turn_size(turn: Hit | ContextTurn, is_hit: bool) -> int:
+        key = (turn.seq, turn.role, turn.text, is_hit)
+        known = turn_sizes.get(key)
+        if known is None:
+            line, text = _turn_lines(turn, is_hit)
+            known = turn_sizes[key] = len(line) + len(text) + 2  # each after a line break
+        return known
 
     def size(number: int, hit: Hit) -> int:
         known = sizes.get((number, id(hit)))
         if known is None or known[0] is not hit:
             if ref is not None and hit.session_id not in refs:
                 refs[hit.session_id] = ref(hit.session_id)
-            block = render_hit(number, hit, refs.get(hit.session_id))
-            known = sizes[(number, id(hit))] = (hit, len(block))
+            block = len(_header(number, hit, refs.get(hit.session_id))) + turn_size(hit, True)
+            block += sum(turn_size(turn, False) for turn in hit.context)
+            known = sizes[(number, id(hit))] = (hit, block)
         return known[1]
 
     def fits(hits: list[Hit]) -> bool:
