@@ -314,9 +314,12 @@ class LexicalQuery:
         if not len(self.term_ids) or not len(tokens):
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         tokens = tokens.astype(np.int64)
-        pairs = np.where(followed[:-1], (tokens[:-1] + 1) * _PAIR + tokens[1:], -1)
-        where = np.concatenate([np.arange(len(tokens)), np.arange(len(pairs))])
-        ids = np.concatenate([tokens, pairs])
+        # a pair is counted only where both of its terms are: most tokens are neither
+        asked = np.isin(tokens, self.term_ids[self.term_ids < _PAIR])
+        words = np.flatnonzero(asked)
+        pairs = np.flatnonzero(followed[:-1] & asked[:-1] & asked[1:])
+        where = np.concatenate([words, pairs])
+        ids = np.concatenate([tokens[words], (tokens[pairs] + 1) * _PAIR + tokens[pairs + 1]])
         slot = np.minimum(np.searchsorted(self.term_ids, ids), len(self.term_ids) - 1)
         hit = self.term_ids[slot] == ids
         return where[hit], self.columns[slot[hit]]
