@@ -124,6 +124,7 @@ def query_terms(text: str, limit: int = 48, hangul: Hangul = "morphemes") -> lis
 
 # A word or a sentence end, for finding names: apostrophes and hyphens stay inside a word.
 _WORD_OR_STOP = re.compile(r"[^\W_](?:[\w'’-]*[^\W_])?|[.!?]")
+_WORDS_AND_GAPS = re.compile(f"({_WORD_OR_STOP.pattern})")  # split: gap, word, gap, …
 
 
 def names(text: str, hangul: Hangul = "morphemes") -> list[list[str]]:
@@ -201,14 +202,12 @@ def _capitalised_runs(text: str) -> list[tuple[list[str], bool]]:
     runs: list[tuple[list[str], bool]] = []
     run: list[str] = []
     opens_sentence = after_stop = True
-    end = 0
-    for match in _WORD_OR_STOP.finditer(text + "."):  # the stop closes the last run
-        word, gap = match.group(), text[end : match.start()]
-        end = match.end()
+    parts = _WORDS_AND_GAPS.split(text + ".")  # the stop closes the last run
+    for gap, word in zip(parts[:-1:2], parts[1::2], strict=True):  # each word, the text before
         if run and gap.strip():  # a comma or a dash between words ends a run
             runs.append((run, opens_sentence))
             run = []
-        capital = len(word) > 1 and word[0].isupper() and not _IDENTIFIER.fullmatch(word)
+        capital = word[0].isupper() and len(word) > 1 and not _IDENTIFIER.fullmatch(word)
         if capital or (run and word.isdigit()):
             if not run:
                 opens_sentence = after_stop
