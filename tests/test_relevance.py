@@ -6,6 +6,7 @@ import pytest
 from ireneo import relevance
 
 MINILM = relevance.LIFTS["minilm-l6-v2-q8"]
+E5 = relevance.LIFTS["e5-small-q8"]
 
 
 def answers(best: float, median: float, coverage: float, passages: int, lift=MINILM) -> bool:
@@ -35,10 +36,69 @@ def test_part_of_the_words_needs_its_own_floor():
     assert not answers(0.33, 0.15, 0.25, passages=600)  # too little of the content
 
 
-def test_a_model_without_floors_is_judged_by_its_lift_alone():
-    e5 = relevance.LIFTS["e5-small-q8"]
-    assert e5.floors(10**6) == (-math.inf, -math.inf)
-    assert answers(0.80, 0.72, 0.0, passages=100_000, lift=e5)
-    assert not answers(0.80, 0.75, 0.0, passages=100_000, lift=e5)
+def test_a_model_without_floors_has_none():
+    assert E5.floors(10**6) == (-math.inf, -math.inf)
     no_gate = relevance.Lift(alone=-1.0, with_words=-1.0)
     assert answers(-0.2, 0.0, 0.0, passages=6000, lift=no_gate)  # even a negative best cosine
+
+
+def test_a_window_needs_less_lift_the_more_of_the_words_it_holds():
+    at = relevance.REFERENCE
+    assert E5.needed(np.array([0.0]), at)[0] == pytest.approx(E5.alone)
+    assert E5.needed(np.array([relevance.PART_OF_WORDS]), at)[0] == pytest.approx(E5.with_words)
+    lower = E5.needed(np.array([0.0, 0.1, 0.2, 0.5]), at)
+    assert (np.diff(lower) < 0).all()
+
+
+def test_the_lift_needed_grows_with_the_memory_as_the_best_of_unrelated_passages_does():
+    small, large = (E5.needed(np.array([0.0, 0.3]), n) for n in (600, 60_000))
+    assert (small < [E5.alone, E5.with_words]).all() and (large > [E5.alone, E5.with_words]).all()
+    assert large / small == pytest.approx([math.sqrt(math.log(60_000) / math.log(600))] * 2)
+    # the same lift of 0.085 above the median, no word held: a chat's memory, not 60,000 turns
+    assert answers(0.80, 0.715, 0.0, passages=600, lift=E5)
+    assert not answers(0.80, 0.715, 0.0, passages=60_000, lift=E5)
+    assert answers(0.80, 0.60, 0.6, passages=60_000, lift=E5)  # most of the content: words decide
+
+
+def test_each_window_is_judged_on_its_own_lift_and_words():
+    # the best cosine in one window and part of the words in another do not add up
+    cosines, coverage = np.array([0.80, 0.70]), np.array([0.0, 0.4])
+    assert not relevance.answers(coverage, 1.0, cosines, 0.73, E5, 1000)
+    # the window holding the words, lifted as far, answers
+    assert relevance.answers(coverage[::-1].copy(), 1.0, cosines, 0.73, E5, 1000)
+    # a window not embedded yet lifts nothing: words alone decide there
+    assert not relevance.answers(
+        coverage[::-1].copy(), 1.0, np.array([np.nan, 0.80]), 0.73, E5, 1000
+    )
+    assert relevance.answers(np.array([0.0, 0.6]), 1.0, np.array([0.8, np.nan]), 0.73, E5, 1000)
+
+
+@pytest.fixture(scope="module")
+def large_e5_memory(tmp_path_factory):
+    """1,000 generated conversations (6,000 turns) indexed with e5: the size at which the best
+    of the passages unrelated to a question lies as far above its median as an answer does."""
+    from ireneo import Memory
+    from ireneo.benchmark.generate import generate, write_funes_jsonl
+
+    generated = generate(1000, lang="en", family="A", seed=11, questions=20)
+    directory = tmp_path_factory.mktemp("large")
+    write_funes_jsonl(generated, directory / "src")
+    with Memory(directory / "home", model="e5-small-q8") as memory:
+        memory.index([directory / "src"])
+        yield memory, generated.questions
+
+
+@pytest.mark.slow
+def test_e5_refuses_an_off_topic_question_in_a_large_memory_and_answers_the_rest(
+    large_e5_memory,
+):
+    memory, questions = large_e5_memory
+    assert memory.status().passages == 6000
+    # nothing about the Byzantine Empire was ever said; with a fixed lift above the median,
+    # the nearest of 6,000 unrelated passages passed for an answer
+    assert memory.recall("What year did the Byzantine Empire fall?", k=3) == []
+    for question in questions:
+        for query in (question.long, question.short):
+            hits = memory.recall(query, k=3)
+            assert len(hits) == 3, query  # never cut short
+            assert question.session_id in [hit.session_id for hit in hits], query

