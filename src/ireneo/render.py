@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import datetime
 
 from ireneo.model import ContextTurn, ConversationSummary, Hit, Turn
 from ireneo.store import Status
@@ -105,6 +106,7 @@ def within(max_chars: int, ref: Callable[[str], str] | None = None) -> Callable[
     refs: dict[str, str] = {}
     sizes: dict[tuple[int, int], tuple[Hit, int]] = {}  # by number and id(hit), the hit kept
     turn_sizes: dict[tuple[int, str, str, bool], int] = {}
+    headers: dict[tuple[int, str, int, datetime], int] = {}
 
     def turn_size(turn: Hit | ContextTurn, is_hit: bool) -> int:
         key = (turn.seq, turn.role, turn.text, is_hit)
@@ -119,7 +121,10 @@ def within(max_chars: int, ref: Callable[[str], str] | None = None) -> Callable[
         if known is None or known[0] is not hit:
             if ref is not None and hit.session_id not in refs:
                 refs[hit.session_id] = ref(hit.session_id)
-            block = len(_header(number, hit, refs.get(hit.session_id))) + turn_size(hit, True)
+            where = (number, hit.session_id, hit.seq, hit.ts)  # a grown hit's header is the same
+            if where not in headers:
+                headers[where] = len(_header(number, hit, refs.get(hit.session_id)))
+            block = headers[where] + turn_size(hit, True)
             block += sum(turn_size(turn, False) for turn in hit.context)
             known = sizes[(number, id(hit))] = (hit, block)
         return known[1]

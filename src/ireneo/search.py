@@ -177,7 +177,10 @@ def window_scores(
     vector, dense_found, median = dense.result()
     # a passage embedded but not yet in this layout (stored meanwhile) waits for the next query
     dense_seeds = layout.positions(dense_found)
-    more = np.setdiff1d(layout.visible(layout.near(dense_seeds, 2 * radius), filters), near)
+    # both ascending and each once (layout.near), so as they are
+    more = np.setdiff1d(
+        layout.visible(layout.near(dense_seeds, 2 * radius), filters), near, assume_unique=True
+    )
     if len(more):
         near = np.concatenate([near, more])
         counts = np.vstack([counts, _counts(layout, more, lexical)])
