@@ -318,7 +318,10 @@ class LexicalQuery:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         tokens = tokens.astype(np.int64)
         # a pair is counted only where both of its terms are: most tokens are neither
-        asked = np.isin(tokens, self.term_ids[self.term_ids < _PAIR])
+        terms = self.term_ids[self.term_ids < _PAIR]
+        table = np.zeros(int(terms[-1]) + 2 if len(terms) else 1, dtype=bool)
+        table[terms] = True  # by term id; the last slot stands for every id past the terms'
+        asked = table[np.minimum(tokens, len(table) - 1)]
         words = np.flatnonzero(asked)
         pairs = np.flatnonzero(followed[:-1] & asked[:-1] & asked[1:])
         where = np.concatenate([words, pairs])
