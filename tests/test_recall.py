@@ -611,3 +611,37 @@ def test_an_answer_with_room_shows_further_hits_while_they_fit(memory, tmp_path)
             assert len(render_hits([*answer, ranked[len(answer)]])) > budget
     assert memory.recall("?!...,;", k=2, fits=within(4_000)) == []
     assert memory.recall("what is the", k=2, fits=within(4_000)) == []
+
+
+def test_the_query_s_terms_and_pairs_are_found_at_every_occurrence_in_order():
+    from itertools import pairwise
+
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        words = sorted(set(rng.integers(0, 40, 5).tolist()))
+        pairs = {(int(a), int(b)) for a, b in rng.choice(words, (3, 2))}
+        ids = words + [search._pair_id(a, b) for a, b in sorted(pairs)]
+        order = np.argsort(ids)
+        query = search.LexicalQuery(
+            np.array(ids, dtype=np.int64)[order],
+            order.astype(np.int64),  # the column of each id: its place in `ids`
+            np.ones(len(ids)),
+            len(words),
+            np.ones(len(words), dtype=bool),
+            1.0,
+            10,
+            [],
+        )
+        tokens = rng.integers(0, 60, int(rng.integers(0, 300))).astype(np.int32)
+        followed = rng.random(len(tokens)) < 0.8
+        where, columns = query.found(tokens, followed)
+        column = {i: c for c, i in enumerate(ids)}
+        expected = [(i, column[t]) for i, t in enumerate(tokens.tolist()) if t in column]
+        expected += [
+            (i, column[search._pair_id(a, b)])
+            for i, (a, b) in enumerate(pairwise(tokens.tolist()))
+            if followed[i] and search._pair_id(a, b) in column
+        ]
+        assert list(zip(where.tolist(), columns.tolist(), strict=True)) == expected
