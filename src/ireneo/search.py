@@ -754,14 +754,18 @@ def widen(
     spans = [
         (min(t.seq for t in [h, *h.context]), max(t.seq for t in [h, *h.context])) for h in hits
     ]
+    # each side: the turns beyond the hit's span (the span's own are in hand), nearest first
     reads = store.turn_windows(
-        [(h.session_id, lo - REACH, hi + REACH) for h, (lo, hi) in zip(hits, spans, strict=True)]
+        [
+            window
+            for h, (lo, hi) in zip(hits, spans, strict=True)
+            for window in ((h.session_id, lo - REACH, lo - 1), (h.session_id, hi + 1, hi + REACH))
+        ]
     )
-    # each side: the turns beyond the hit's span, nearest first
     sides: dict[tuple[int, int], list[Turn]] = {}
-    for i, ((lo, hi), turns) in enumerate(zip(spans, reads, strict=True)):
-        sides[(i, 0)] = [t for t in reversed(turns) if t.seq < lo]
-        sides[(i, 1)] = [t for t in turns if t.seq > hi]
+    for i in range(len(hits)):
+        sides[(i, 0)] = reads[2 * i][::-1]
+        sides[(i, 1)] = reads[2 * i + 1]
     while sides := {side: outward for side, outward in sides.items() if outward}:
         i, side = min(sides, key=lambda s: (abs(sides[s][0].seq - hits[s[0]].seq), s))
         turn = sides[(i, side)].pop(0)
