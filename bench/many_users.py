@@ -11,8 +11,8 @@ is posted whole through `POST /turns` (the gateway's door) to a real `ireneo ser
 client keeps one session and sends the token of the user it speaks for) ask
 `recall_my_conversations` for users drawn by a Zipf law (`--zipf`; the users' ranks are a
 shuffle), with one of the user's own questions, for `--seconds`: back to back, or (`--pace S`)
-each pausing a random time of mean S seconds between its recalls, as an agent waits for its
-user's next turn. Back to back, a recall's latency is mostly queueing (clients ÷ throughput);
+each pausing a random time of mean S seconds before each of its recalls, as an agent waits for
+its user's next turn (so the clients' first calls do not all land in the same instant either). Back to back, a recall's latency is mostly queueing (clients ÷ throughput);
 paced, it is what one recall costs when the servers are not saturated. Meanwhile a gateway keeps
 posting (`--ingest-rate` posts a second, growing conversations for Zipf-drawn users); each of
 those posts is a probe of freshness: the time from its 202 to a recall that finds its marker
@@ -693,11 +693,11 @@ class Run:
                     if not user.questions:
                         continue
                     query, answer = rng.choice(user.questions)
+                    if cfg.pace:  # an agent waits for its user's turn (the first one too)
+                        await asyncio.sleep(rng.expovariate(1 / cfg.pace))
                     await self._recall_call(
                         Client, sessions, bearer, home, user, query, answer, record=True
                     )
-                    if cfg.pace:  # an agent's turn: think, then recall again
-                        await asyncio.sleep(rng.expovariate(1 / cfg.pace))
             finally:
                 for session in sessions.values():
                     with contextlib.suppress(Exception):  # a dead replica's session
