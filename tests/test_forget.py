@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ireneo import Memory
+from ireneo.errors import NotFound
 from ireneo.store import base as store_base
 from ireneo.store.base import conversation_digest
 from tests.conftest import conversation, turn_line, write_jsonl
@@ -230,3 +231,19 @@ def test_ireneo_status_says_what_retention_is_set(home):
     assert "retention:     90 days" in out
     document = json.loads(cli(home, "status", "--json", env={"IRENEO_RETENTION_DAYS": "30"}))
     assert document["retention_days"] == 30.0
+
+
+@pytest.mark.parametrize("how", ["one", "all", "older"])
+def test_a_conversation_named_before_it_is_forgotten_has_no_name_after(indexed, how):
+    """A memory keeps the public names it has read (they never change); a forget through it
+    drops them, so a forgotten conversation is not found by its name's lookup."""
+    ref = indexed.conversation_ref("secret-talk")
+    assert indexed.conversation_ref("secret-talk") == ref  # the kept name, the same
+    if how == "one":
+        indexed.forget("secret-talk", now=NOW)
+    elif how == "all":
+        indexed.forget_all(now=NOW)
+    else:
+        indexed.forget_older_than(29.5, now=datetime(2026, 10, 31, 9, 1, 30, tzinfo=UTC))
+    with pytest.raises(NotFound):
+        indexed.conversation_ref("secret-talk")

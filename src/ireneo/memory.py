@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 
     from ireneo.memories import ExplicitMemories
 
+REFS_KEPT = 4096  # conversations whose public name a memory keeps once read
+
 
 class Memory:
     """One memory: one user's turns, search index and vectors.
@@ -95,6 +97,7 @@ class Memory:
         self.hangul = indexing.hangul_of(self.store)
         self._embedder: Embedder | None = None
         self._embedder_lock = threading.Lock()
+        self._refs: dict[str, str] = {}  # conversation_ref's answers, kept (see there)
         self.fusion = search.Fusion(lift=relevance.LIFTS.get(self.model_name))
         # the last stage of every recall (ireneo.rerank): `rerank`, else the settings', else none
         self.rerank = rerank or settings.rerank or None
@@ -263,10 +266,12 @@ class Memory:
         self, session_id: str, *, actor: str = "api", now: datetime | None = None
     ) -> Forgotten:
         """Forget one conversation: its turns, search entries and vectors, at once."""
+        self._refs.clear()
         return self.store.forget_conversation(session_id, actor=actor, now=now or _now())
 
     def forget_all(self, *, actor: str = "api", now: datetime | None = None) -> Forgotten:
         """Forget every conversation and explicit memory; the audit log stays."""
+        self._refs.clear()
         return self.store.forget_all(actor=actor, now=now or _now())
 
     def forget_older_than(
@@ -276,6 +281,7 @@ class Memory:
         if days <= 0:
             raise ValueError(f"the age must be more than 0 days, not {days}")
         now = now or _now()
+        self._refs.clear()
         return self.store.forget_before(now - timedelta(days=days), actor=actor, now=now)
 
     def audit_log(self) -> list[AuditEntry]:
@@ -286,9 +292,17 @@ class Memory:
         return self.store.is_empty()
 
     def conversation_ref(self, session_id: str) -> str:
-        ref = self.store.conversation_ref(session_id)
+        """The conversation's public name. It never changes (a hash of the memory's salt and the
+        id), so it is kept once read, up to REFS_KEPT: recall names each hit's conversation,
+        which on PostgreSQL is a round trip each. A forget through this memory drops them."""
+        ref = self._refs.get(session_id)
         if ref is None:
-            raise NotFound(f"no conversation {session_id!r}")
+            ref = self.store.conversation_ref(session_id)
+            if ref is None:
+                raise NotFound(f"no conversation {session_id!r}")
+            if len(self._refs) >= REFS_KEPT:
+                self._refs.clear()
+            self._refs[session_id] = ref
         return ref
 
     def resolve_ref(self, ref: str) -> str | None:

@@ -3,12 +3,13 @@
 The packaged MiniLMs share one uncased BERT vocabulary. Reading it here, instead of through
 the `tokenizers` package, keeps `tokenizers` and what it requires (huggingface_hub, hf_xet,
 fsspec: ~40 MB) out of the core install (docs/install.md). The steps are the ones its
-tokenizer.json names, in the order `tokenizers` runs them: its special tokens are cut out of
-the raw text, then BertNormalizer (control characters dropped, whitespace made a space, CJK
-ideographs spaced, accents stripped, lower case), BertPreTokenizer (whitespace and each
-punctuation mark), WordPiece (greedy longest match, "##" before a word's later pieces) and
-[CLS] … [SEP] around the text. A test holds the ids and offsets to `tokenizers`' own on
-thousands of texts. A tokenizer.json of another kind is refused: `tokenizers` reads those.
+tokenizer.json names, in the order `tokenizers` runs them: its added tokens ([CLS], [SEP]…)
+are cut out of the raw text; then BertNormalizer (control characters dropped, whitespace made
+a space, CJK ideographs spaced, accents stripped, lower case), BertPreTokenizer (whitespace
+and each punctuation mark), WordPiece (greedy longest match, "##" before a word's later
+pieces) and [CLS] … [SEP] around the text. A test holds the ids and offsets to `tokenizers`'
+own on thousands of texts (docs/embedding.md). A tokenizer.json of another kind is refused:
+`tokenizers` reads those.
 """
 
 from __future__ import annotations
