@@ -319,6 +319,22 @@ def test_audit_of_an_unknown_customer_is_empty_and_creates_nothing(desk):
     assert not desk.memory_dir("nobody-here").exists()
 
 
+@pytest.mark.parametrize(
+    ("customer", "why"),
+    [
+        ("a%0Ab", "holds a control character (U+000A)"),
+        ("a%0A%0Ab%2Fc", "holds a control character (U+000A)"),
+        ("x%7F", "holds a control character (U+007F)"),
+        ("%0A", "is blank"),
+    ],
+)
+def test_audit_of_an_id_that_cannot_be_a_user_says_why(desk, customer, why):
+    # a line break in the path: the route's own answer, not a 404 from no route matching it
+    response = audit(desk, customer)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"] == f"customer_id: {why}"
+
+
 @pytest.mark.parametrize("key", [None, "", "wrong-admin-key-0000000", INGEST_KEY, ADMIN_KEY + "x"])
 def test_audit_requires_the_admin_key(desk, key):
     remember(desk, "hugo", "Hugo's account number is AC-9911.")

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from fastmcp import FastMCP
 from fastmcp.server.dependencies import get_access_token
 from starlette.applications import Starlette
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -203,10 +204,27 @@ def routes(state: ServerState) -> list[Route]:
         Route("/inspect/c/{ref}", inspector.conversation, methods=["GET"]),
         Route("/inspect/forget", inspector.forget, methods=["POST"]),
         Route("/chat", chat.chat, methods=["POST"]),
-        Route("/memories/{customer_id:path}", chat.audit, methods=["GET"]),
+        Route("/memories/{customer_id:text}", chat.audit, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/health", functools.partial(health, state), methods=["GET"]),
     ]
+
+
+class AnyText(Convertor[str]):
+    """The rest of the path, whatever it holds: "/" and line breaks too (Starlette's `path`
+    stops at a line break, so such an id got a 404 from no route matching). The route's own
+    check then says what is wrong with it (ireneo.users)."""
+
+    regex = "(?s:.*)"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("text", AnyText())
 
 
 def middleware(limits: Limits) -> list[Middleware]:
