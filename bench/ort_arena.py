@@ -9,6 +9,7 @@ and the process's RSS before, after, and after glibc's malloc_trim(0).
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -27,33 +28,11 @@ def rss_mb() -> float:
     return 0.0
 
 
-def session_with_arena(arena: bool):
-    import onnxruntime as ort
-
-    def session(model_file, threads):  # onnx.transformer_session, with the arena set
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
-        options.enable_cpu_mem_arena = arena
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        return ort.InferenceSession(
-            str(model_file),
-            sess_options=options,
-            providers=["CPUExecutionProvider"],
-            disabled_optimizers=onnx.SLOW_FUSIONS,
-        )
-
-    return session
-
-
 def main() -> None:
     if len(sys.argv) != 2 or sys.argv[1] not in ("on", "off"):
         raise SystemExit("usage: ort_arena.py on|off")
     arena = sys.argv[1] == "on"
-    onnx.transformer_session = session_with_arena(arena)
+    onnx.transformer_session = functools.partial(onnx.transformer_session, arena=arena)
     texts = [t.text for t in generate(120, seed=3).turns]
     model = load_embedder(None)
     loaded = rss_mb()

@@ -247,11 +247,14 @@ def length_batches(order: list[int], lengths: list[int], most: int) -> list[list
 SLOW_FUSIONS = ["SkipLayerNormFusion"]
 
 
-def transformer_session(model_file: Path, threads: int) -> Any:
-    """An onnxruntime session on the CPU for a transformer's ONNX graph, on `threads` threads."""
+def transformer_session(model_file: Path, threads: int, *, arena: bool = True) -> Any:
+    """An onnxruntime session on the CPU for a transformer's ONNX graph, on `threads` threads.
+    `arena`: onnxruntime's memory arena for activations (on; bench/ort_arena.py measures it
+    off: ~3% more CPU a turn for a few MB)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
+    options.enable_cpu_mem_arena = arena
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
