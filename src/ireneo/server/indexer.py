@@ -218,11 +218,7 @@ class Indexer:
         """One index run, in a worker thread: embed what the user's memory has pending (or a
         slice of it: IndexYielded)."""
         progress = Slice(self.slice_seconds, lambda: self._waiting > 0, lambda: self._stopping)
-        try:
-            with self.registry.lease(key, create=False) as memory:
-                return 0 if memory is None else memory.embed_pending(progress=progress)
-        finally:
-            self.registry.trim()  # the run's batches are freed
+        return self.registry.embed_pending(key, progress)
 
     def _keys_with_pending(self) -> tuple[list[str], int]:
         """The users with turns waiting for vectors, and how many memories were looked at.

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ireneo.index import Progress
 from ireneo.memory import Memory
 from ireneo.server.logs import log_event
 from ireneo.server.trim import Trim
@@ -171,6 +172,15 @@ class OpenMemories:
                 self._close(entry)
             shutil.rmtree(path, ignore_errors=True)
         self.trim()
+
+    def embed_pending(self, key: str, progress: Progress) -> int:
+        """One index run (both indexers'), in a worker thread: embed what the user's memory has
+        pending, or the slice `progress` allows; then give the run's freed batches back."""
+        try:
+            with self.lease(key, create=False) as memory:
+                return 0 if memory is None else memory.embed_pending(progress=progress)
+        finally:
+            self.trim()
 
     def trim(self) -> None:
         """Give the heap memory freed by work done in bulk back to the system (at most every

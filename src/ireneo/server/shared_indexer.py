@@ -231,11 +231,7 @@ class SharedIndexer:
 
     def _embed(self, key: str) -> int:
         progress = Slice(self.slice_seconds, lambda: self._others_due > 0, lambda: self._stopping)
-        try:
-            with self.registry.lease(key, create=False) as memory:
-                return 0 if memory is None else memory.embed_pending(progress=progress)
-        finally:
-            self.registry.trim()  # the run's batches are freed
+        return self.registry.embed_pending(key, progress)
 
     def _due(self, limit: int) -> list[str]:
         with self.pool.connection() as conn:
