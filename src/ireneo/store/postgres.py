@@ -18,10 +18,16 @@ a user reads two values instead of every row (Store.save_copies). Vectors are pg
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import logging
 import secrets
-from collections.abc import Iterator
+import select
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import numpy as np
 
@@ -69,6 +75,8 @@ class SchemaOutdated(RuntimeError):
 
 
 POOL_TIMEOUT = 10.0  # seconds
+SEEN_KEPT = 4096  # conversations named without a round trip (conversation_ref), at most
+COUNTED_FOR = 0.5  # seconds the vectors' counters read with the layout's stand for a new read
 
 
 def open_pool(url: str, *, max_size: int = 8) -> ConnectionPool:
@@ -81,9 +89,11 @@ def open_pool(url: str, *, max_size: int = 8) -> ConnectionPool:
         # and transaction-mode poolers do not keep them
         kwargs={"autocommit": True, "prepare_threshold": None},
         configure=_configure,
-        # a connection handed out is checked first: after PostgreSQL restarts, the idle ones
-        # are dead, and each would otherwise fail one request before the pool replaces it
-        check=ConnectionPool.check_connection,
+        # a connection handed out is checked first, without a round trip unless PostgreSQL
+        # has closed it or said something since (after a restart the idle ones are dead); one
+        # that dies later fails its first round trip, which the store retries once where that
+        # is safe (PostgresStore._connection)
+        check=check_quietly,
         # while PostgreSQL is down a request waits at most this long for a connection, then
         # fails (ingest 503, recall's fail-soft sentence) instead of hanging
         timeout=POOL_TIMEOUT,
@@ -110,6 +120,26 @@ def open_pool(url: str, *, max_size: int = 8) -> ConnectionPool:
     return pool
 
 
+def check_quietly(conn: psycopg.Connection) -> None:
+    """The pool's check of a connection it hands out: a round trip only when its socket has
+    something to read. An idle connection is sent nothing, so anything there (the end of the
+    stream, or PostgreSQL's last word before it closed the connection) means it is dying, and
+    the full check (an empty query) tells; else it is handed out as it is. The check every
+    connection used to get was a round trip per read: five of the eleven a warm recall waited
+    for (docs/scaling.md)."""
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("the connection is closed")
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    if poller.poll(0):
+        ConnectionPool.check_connection(conn)
+
+
+def _dead(exc: BaseException, conn: psycopg.Connection) -> bool:
+    """Whether `exc` is `conn` found dead (PostgreSQL restarted, or the connection cut)."""
+    return isinstance(exc, psycopg.OperationalError) and (conn.broken or conn.closed)
+
+
 def _configure(conn: psycopg.Connection) -> None:
     """pgvector's types on a new connection; a database without the extension is reported by
     the schema check, not by a pool that cannot connect."""
@@ -119,17 +149,14 @@ def _configure(conn: psycopg.Connection) -> None:
 
 def users(pool: ConnectionPool) -> list[str]:
     """Every user that has a memory in the database."""
-    with pool.connection() as conn:
-        rows = conn.execute(f"SELECT user_id FROM {pg_schema.SCHEMA}.users ORDER BY 1").fetchall()
+    query = f"SELECT user_id FROM {pg_schema.SCHEMA}.users ORDER BY 1"
+    rows = _on_connection(pool, lambda conn: conn.execute(query).fetchall())
     return [user for (user,) in rows]
 
 
 def has_memory(pool: ConnectionPool, user: str) -> bool:
-    with pool.connection() as conn:
-        row = conn.execute(
-            f"SELECT 1 FROM {pg_schema.SCHEMA}.users WHERE user_id = %s", (user,)
-        ).fetchone()
-    return row is not None
+    query = f"SELECT 1 FROM {pg_schema.SCHEMA}.users WHERE user_id = %s"
+    return _on_connection(pool, lambda conn: conn.execute(query, (user,)).fetchone()) is not None
 
 
 EXPIRY_BATCH = 250  # users asked in one round trip by `expirable`
@@ -152,16 +179,61 @@ def expirable(pool: ConnectionPool, users: list[str], updated_before: datetime) 
         batch = users[start : start + EXPIRY_BATCH]
         text = "; ".join(f"{_SCOPE}; {question}" for _ in batch)
         params = tuple(value for user in batch for value in (user, user, cutoff))
-        with storage_errors(), pool.connection() as conn, psycopg.ClientCursor(conn) as cur:
-            cur.execute(text, params)  # positioned on the first user's scope
-            for n, user in enumerate(batch):
-                cur.nextset()
-                row = cur.fetchone()
-                if row and row[0]:
-                    found.append(user)
-                if n + 1 < len(batch):
-                    cur.nextset()
+        with storage_errors():
+            found += _on_connection(
+                pool, functools.partial(_expirable_of, batch=batch, text=text, params=params)
+            )
     return found
+
+
+def _expirable_of(
+    conn: psycopg.Connection, *, batch: list[str], text: str, params: tuple
+) -> list[str]:
+    found = []
+    with psycopg.ClientCursor(conn) as cur:
+        cur.execute(text, params)  # positioned on the first user's scope
+        for n, user in enumerate(batch):
+            cur.nextset()
+            row = cur.fetchone()
+            if row and row[0]:
+                found.append(user)
+            if n + 1 < len(batch):
+                cur.nextset()
+    return found
+
+
+T = TypeVar("T")
+log = logging.getLogger("ireneo.store.postgres")
+
+
+def _on_connection(
+    pool: ConnectionPool, work: Callable[[psycopg.Connection], T], keep: bool = False
+) -> T:
+    """`work` done on a pooled connection, and once more on another when the first is found
+    dead during it (PostgreSQL restarted, or the connection cut since the pool's check): call
+    it only with work that may run twice, a read or statements that are idempotent, or work
+    that is the first round trip of a transaction (nothing of it is applied unless it
+    commits). `keep`: the connection is handed to the caller, who gives it back (putconn)."""
+    for attempt in (1, 2):
+        conn = pool.getconn()
+        try:
+            done = work(conn)
+        except BaseException as exc:
+            pool.putconn(conn)
+            if attempt == 2 or not _dead(exc, conn):
+                raise
+            log.warning("a pooled connection was found dead; trying another once")
+            continue
+        if not keep:
+            pool.putconn(conn)
+        return done
+    raise AssertionError("unreachable")
+
+
+def _execute(conn: psycopg.Connection, text: str, params: tuple) -> psycopg.Connection:
+    with psycopg.ClientCursor(conn) as cur:
+        cur.execute(text, params)
+    return conn
 
 
 FULL = "the database's disk is full; nothing of the write was stored"
@@ -191,30 +263,61 @@ class PostgresStore(Store[psycopg.Cursor]):
         self._owns_pool = isinstance(database, str)
         self._pool = open_pool(database, max_size=2) if isinstance(database, str) else database
         self._keep_copies()
-        with self._transaction() as cur:
-            cur.execute("INSERT INTO users VALUES (%s) ON CONFLICT DO NOTHING", (self.user,))
-            cur.execute(
+        self._vectors_counted: tuple[float, tuple[int, int]] | None = None  # _passage_counters
+        self._seen: set[str] = set()  # conversations whose turns were just read (turn_windows)
+        # One round trip: the user's rows made if new (both idempotent), then every meta row,
+        # which answers the first get_meta of each key (a memory asks a few as it opens).
+        [meta] = self._read(
+            ("INSERT INTO users VALUES (%s) ON CONFLICT DO NOTHING", (self.user,)),
+            (
                 "INSERT INTO meta VALUES (%s, 'ref_salt', %s) ON CONFLICT DO NOTHING",
                 (self.user, secrets.token_hex(16)),
-            )
+            ),
+            ("SELECT key, value FROM meta WHERE user_id = %s", (self.user,)),
+            results=1,
+        )
+        self._opened_meta: dict[str, str] = dict(meta)
+        self._meta_asked: set[str] = set()
+        self._salt_read = self._opened_meta.get("ref_salt")  # never changes once written
+
+    @contextmanager
+    def _begun(self, opening: str = "", params: tuple = ()) -> Iterator[psycopg.Connection]:
+        """A pooled connection in a transaction begun with the user's scope and `opening`
+        (statements sent with them, values bound here): one round trip, retried once on another
+        connection if this one is found dead there, when nothing of the caller's has been sent
+        (see `_on_connection`). Committed when the block ends, unless the block did; rolled
+        back on an exception."""
+        text = f"BEGIN; {_SCOPE}" + (f"; {opening}" if opening else "")
+        conn = _on_connection(self._pool, lambda c: _execute(c, text, (self.user, *params)), True)
+        try:
+            yield conn
+        except BaseException:
+            if not (conn.broken or conn.closed):
+                # failing, the pool discards a connection it gets back in a transaction
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("ROLLBACK")
+            raise
+        else:
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                conn.execute("COMMIT")
+        finally:
+            self._pool.putconn(conn)
 
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Cursor]:
-        with (
-            storage_errors(),
-            self._pool.connection() as conn,
-            conn.transaction(),
-            conn.cursor() as cur,
-        ):
-            cur.execute(_SCOPE, (self.user,))
+        with storage_errors(), self._begun() as conn, conn.cursor() as cur:
             yield cur
 
-    def _read(self, *queries: tuple[str, tuple | dict]) -> list[list[tuple]]:
+    def _read(
+        self, *queries: tuple[str, tuple | dict], results: int | None = None
+    ) -> list[list[tuple]]:
         """The rows of each query, read in one round trip: the scope and the queries go as one
         message, which PostgreSQL runs as one transaction (a read in `_transaction` waited for
-        four: BEGIN, the scope, the query, COMMIT). Values are bound here, quoted by psycopg;
-        results come as text, so keep binary reads (bytes) in `_transaction`. A query with
-        named values is read alone."""
+        three: BEGIN with the scope, the query, COMMIT). Values are bound here, quoted by
+        psycopg; results come as text, so keep binary reads (bytes) in `_binary`. A query with
+        named values is read alone. Only the last `results` queries' rows are returned (all by
+        default). Retried once on another connection if this one is found dead: a read, or
+        idempotent statements before it, may run twice."""
         params: tuple | dict
         if any(isinstance(values, dict) for _, values in queries):
             if len(queries) != 1:
@@ -225,13 +328,21 @@ class PostgresStore(Store[psycopg.Cursor]):
         else:
             text = "; ".join([_SCOPE, *(query for query, _ in queries)])
             params = (self.user, *(value for _, values in queries for value in values))
-        with storage_errors(), self._pool.connection() as conn, psycopg.ClientCursor(conn) as cur:
-            cur.execute(text, params)
-            results = []
-            for _ in queries:
-                cur.nextset()
-                results.append(cur.fetchall())
-            return results
+        wanted = len(queries) if results is None else results
+
+        def read(conn: psycopg.Connection) -> list[list[tuple]]:
+            with psycopg.ClientCursor(conn) as cur:
+                cur.execute(text, params)
+                for _ in range(len(queries) - wanted):
+                    cur.nextset()
+                rows = []
+                for _ in range(wanted):
+                    cur.nextset()
+                    rows.append(cur.fetchall())
+                return rows
+
+        with storage_errors():
+            return _on_connection(self._pool, read)
 
     def _one(self, query: str, params: tuple | dict) -> tuple | None:
         rows = self._read((query, params))[0]
@@ -240,24 +351,51 @@ class PostgresStore(Store[psycopg.Cursor]):
     def _all(self, query: str, params: tuple | dict) -> list[tuple]:
         return self._read((query, params))[0]
 
+    def _binary(self, query: str, params: tuple) -> tuple | None:
+        """The first row of a read whose values are bytes (binary, not text's hex), in one
+        round trip: the transaction, the scope and the query sent as a pipeline. Retried once on
+        another connection if this one is found dead."""
+
+        def read(conn: psycopg.Connection) -> tuple | None:
+            try:
+                with conn.cursor(binary=True) as cur:
+                    with conn.pipeline():
+                        conn.execute("BEGIN")
+                        conn.execute(_SCOPE, (self.user,))
+                        cur.execute(query, params)
+                        conn.execute("COMMIT")
+                    return cur.fetchone()  # the pipeline's results came as it ended
+            except BaseException:
+                if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                    conn.execute("ROLLBACK")
+                raise
+
+        with storage_errors():
+            return _on_connection(self._pool, read)
+
     def _stream(self, query: str, params: tuple) -> Iterator[tuple]:
         """The rows of a long read (a memory's whole layout or vectors), fetched a chunk at a
-        time through a server-side cursor, so they are never all held as Python objects.
+        time through a cursor, so they are never all held as Python objects: the cursor is
+        declared in the round trip that begins the transaction, then each chunk is one (a
+        memory of a few thousand passages: three round trips in all, where psycopg's named
+        cursor took eight).
 
         Nested loops are off: such a read takes all of a user's rows, which a hash join reads
         once, where a nested loop planned from too low an estimate (right after a bulk import)
         compares every passage with every turn (docs/postgres.md, "Planner traps")."""
+        opening = (
+            f"SET LOCAL enable_nestloop = off; DECLARE ireneo_stream NO SCROLL CURSOR FOR {query}"
+        )
         with (
             storage_errors(),
-            self._pool.connection() as conn,
-            conn.transaction(),
+            self._begun(opening, params) as conn,
+            conn.cursor(binary=True) as cur,
         ):
-            conn.execute(_SCOPE, (self.user,))
-            conn.execute("SET LOCAL enable_nestloop = off")
-            with conn.cursor(name="ireneo_stream", binary=True) as cur:
-                cur.itersize = READ_ROWS
-                cur.execute(query, params)
-                yield from cur
+            while True:
+                rows = cur.execute(f"FETCH FORWARD {READ_ROWS} FROM ireneo_stream").fetchall()
+                yield from rows
+                if len(rows) < READ_ROWS:
+                    break
 
     def close(self) -> None:
         if self._owns_pool:
@@ -265,6 +403,11 @@ class PostgresStore(Store[psycopg.Cursor]):
 
     # -- metadata -------------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
+        """The first ask of each key after the store opened is answered by the rows read then
+        (as fresh as the open: a memory asks a few as it opens); later ones read the row."""
+        if key not in self._meta_asked:
+            self._meta_asked.add(key)
+            return self._opened_meta.get(key)
         row = self._one("SELECT value FROM meta WHERE user_id = %s AND key = %s", (self.user, key))
         return row[0] if row else None
 
@@ -380,6 +523,7 @@ class PostgresStore(Store[psycopg.Cursor]):
         )
 
     def _put_meta(self, tx: psycopg.Cursor, key: str, value: str) -> None:
+        self._meta_asked.add(key)  # read from the row from now on
         tx.execute(
             "INSERT INTO meta VALUES (%s, %s, %s) "
             "ON CONFLICT (user_id, key) DO UPDATE SET value = excluded.value",
@@ -465,12 +609,10 @@ class PostgresStore(Store[psycopg.Cursor]):
         )
 
     def _saved_data(self, name: str, deletes: int) -> bytes | None:
-        with self._transaction() as cur:
-            row = cur.execute(
-                "SELECT data FROM saved_copies WHERE user_id = %s AND name = %s AND deletes = %s",
-                (self.user, name, deletes),
-                binary=True,  # the bytes as they are: text would send them as hex, twice the size
-            ).fetchone()
+        row = self._binary(  # the bytes as they are: text would send them as hex, twice the size
+            "SELECT data FROM saved_copies WHERE user_id = %s AND name = %s AND deletes = %s",
+            (self.user, name, deletes),
+        )
         return row[0] if row else None
 
     def _drop_saved(self, name: str) -> None:
@@ -494,10 +636,17 @@ class PostgresStore(Store[psycopg.Cursor]):
         return TermStats.counted(passages, total, df)
 
     def _passage_counters(self) -> tuple[int, int]:
+        """Read with the vectors' counters, which answer the next `_vector_counters` within
+        COUNTED_FOR seconds: a recall asks for both (the layout, then on its query worker the
+        vectors), and one row read once is one round trip less and a consistent pair."""
         row = self._one(
-            "SELECT passages, passage_deletes FROM corpus WHERE user_id = %s", (self.user,)
+            "SELECT passages, passage_deletes, vectors, vector_deletes FROM corpus "
+            "WHERE user_id = %s",
+            (self.user,),
         )
-        return row if row else (0, 0)
+        passages, passage_deletes, vectors, vector_deletes = row if row else (0, 0, 0, 0)
+        self._vectors_counted = (time.monotonic(), (vectors, vector_deletes))
+        return passages, passage_deletes
 
     def _passage_rows(self, after: int) -> Iterator[PassageRow]:
         rows = self._stream(
@@ -510,6 +659,9 @@ class PostgresStore(Store[psycopg.Cursor]):
         return (PassageRow(*row) for row in rows)
 
     def _vector_counters(self) -> tuple[int, int]:
+        counted, self._vectors_counted = self._vectors_counted, None  # used once
+        if counted is not None and time.monotonic() - counted[0] < COUNTED_FOR:
+            return counted[1]
         row = self._one(
             "SELECT vectors, vector_deletes FROM corpus WHERE user_id = %s", (self.user,)
         )
@@ -557,6 +709,9 @@ class PostgresStore(Store[psycopg.Cursor]):
         turns: list[list[Turn]] = [[] for _ in windows]
         for i, sid, uuid, seq, ts, role, harness, value, echo in rows:
             turns[i].append(Turn(sid, uuid, seq, _utc(ts), role, harness, blocks(value), echo))
+        if len(self._seen) > SEEN_KEPT:
+            self._seen.clear()
+        self._seen.update(turn.session_id for window in turns for turn in window)
         return turns
 
     def sessions(self, since: datetime | None, until: datetime | None) -> list[ConversationSummary]:
@@ -576,6 +731,11 @@ class PostgresStore(Store[psycopg.Cursor]):
         ]
 
     def conversation_ref(self, session_id: str) -> str | None:
+        """A conversation whose turns this store has just read (a recall names its hits'
+        conversations right after reading their turns) is named from the memory's salt, as its
+        row was (rows.conversation_ref), without a round trip; any other is read."""
+        if session_id in self._seen and self._salt_read:
+            return conversation_ref(self._salt_read, session_id)
         row = self._one(
             "SELECT ref FROM sessions WHERE user_id = %s AND session_id = %s",
             (self.user, session_id),
@@ -595,20 +755,20 @@ class PostgresStore(Store[psycopg.Cursor]):
     def record_returned(
         self, turns: list[tuple[str, int]], now: datetime, keep_after: datetime
     ) -> None:
-        with self._transaction() as cur:
-            # a hint for telling echoes, written after every recall: not waited for on disk
-            cur.execute("SET LOCAL synchronous_commit = off")
-            cur.execute(
-                "DELETE FROM returned WHERE user_id = %s AND at < %s", (self.user, keep_after)
+        # a hint for telling echoes, written after every recall: not waited for on disk; two
+        # round trips (the transaction begun, then the rest with its COMMIT)
+        writes = ["DELETE FROM returned WHERE user_id = %s AND at < %s"]
+        params: list = [self.user, keep_after]
+        if turns:
+            writes.append(
+                "INSERT INTO returned (user_id, turn_id, at) SELECT %s, t.id, %s "
+                "FROM unnest(%s::text[], %s::int[]) AS k(session_id, seq) "
+                "JOIN turns t ON t.user_id = %s AND t.session_id = k.session_id "
+                "AND t.seq = k.seq"
             )
-            if turns:
-                cur.execute(
-                    "INSERT INTO returned (user_id, turn_id, at) SELECT %s, t.id, %s "
-                    "FROM unnest(%s::text[], %s::int[]) AS k(session_id, seq) "
-                    "JOIN turns t ON t.user_id = %s AND t.session_id = k.session_id "
-                    "AND t.seq = k.seq",
-                    (self.user, now, [s for s, _ in turns], [q for _, q in turns], self.user),
-                )
+            params += [self.user, now, [s for s, _ in turns], [q for _, q in turns], self.user]
+        with storage_errors(), self._begun("SET LOCAL synchronous_commit = off") as conn:
+            _execute(conn, "; ".join([*writes, "COMMIT"]), tuple(params))
 
     def returned_texts(self, since: datetime) -> list[str]:
         rows = self._all(
@@ -636,6 +796,7 @@ class PostgresStore(Store[psycopg.Cursor]):
     def _delete_conversations(self, tx: psycopg.Cursor, session_ids: list[str]) -> Forgotten:
         """Their passages (their terms, counters and saved copies go by trigger), turns (and
         the record of their being returned) and sessions."""
+        self._seen.clear()  # named from their rows again (conversation_ref)
         if not session_ids:
             return Forgotten()
         vectors, passages = tx.execute(

@@ -1,0 +1,160 @@
+"""The PostgreSQL store's round trips: connections found dead are dropped or retried, only where
+that is safe, and what a recall reads without a round trip is what the rows say."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from datetime import UTC, datetime
+
+import psycopg
+import pytest
+
+from ireneo.store import postgres
+from ireneo.store.postgres import PostgresStore, open_pool
+from ireneo.store.rows import conversation_ref
+from tests.conftest import conversation
+
+
+def user() -> str:
+    return f"conn-{uuid.uuid4().hex}"
+
+
+def backend_pid(pool) -> int:
+    """The backend of the pool's one idle connection."""
+    with pool.connection() as conn:
+        return conn.info.backend_pid
+
+
+def kill(superuser_url: str, pid: int) -> None:
+    """End a backend as a restart of PostgreSQL would, and wait until it is gone."""
+    with psycopg.connect(superuser_url, autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        for _ in range(200):
+            gone = conn.execute(
+                "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = %s)", (pid,)
+            ).fetchone()
+            if gone == (True,):
+                return
+            time.sleep(0.01)
+    raise AssertionError(f"backend {pid} did not end")
+
+
+def meta_value(superuser_url: str, name: str, key: str) -> str | None:
+    with psycopg.connect(superuser_url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT value FROM ireneo.meta WHERE user_id = %s AND key = %s", (name, key)
+        ).fetchone()
+    return row[0] if row else None
+
+
+@pytest.fixture
+def one_connection(pg_database):
+    pool = open_pool(pg_database.app_url, max_size=1)
+    yield pool
+    pool.close()
+
+
+@pytest.fixture
+def unchecked(pg_database, monkeypatch):
+    """A pool that hands its connection out unchecked, as if it died just after the check."""
+    monkeypatch.setattr(postgres, "check_quietly", lambda conn: None)
+    pool = open_pool(pg_database.app_url, max_size=1)
+    yield pool
+    pool.close()
+
+
+def test_a_connection_that_died_idle_is_not_handed_out(pg_database, one_connection, caplog):
+    store = PostgresStore(one_connection, user())
+    assert store.is_empty()
+    dead = backend_pid(one_connection)
+    kill(pg_database.superuser_url, dead)
+    with caplog.at_level(logging.WARNING, logger="ireneo.store.postgres"):
+        assert store.is_empty()  # the check saw the socket closed: another connection
+    assert backend_pid(one_connection) != dead
+    assert not [r for r in caplog.records if "found dead" in r.message]  # nothing retried
+
+
+def test_a_read_on_a_connection_found_dead_is_retried_once(pg_database, unchecked, caplog):
+    store = PostgresStore(unchecked, user())
+    store.set_meta("colour", "green")
+    kill(pg_database.superuser_url, backend_pid(unchecked))
+    with caplog.at_level(logging.WARNING, logger="ireneo.store.postgres"):
+        assert store.get_meta("colour") == "green"
+    assert [r for r in caplog.records if "found dead" in r.message]
+
+
+def test_a_write_whose_connection_is_found_dead_as_it_begins_is_applied_once(
+    pg_database, unchecked
+):
+    name = user()
+    store = PostgresStore(unchecked, name)
+    kill(pg_database.superuser_url, backend_pid(unchecked))
+    runs = 0
+    with store._transaction() as tx:  # the opening round trip failed, then began on another
+        runs += 1
+        tx.execute("INSERT INTO meta VALUES (%s, 'probe', '1')", (name,))
+    assert runs == 1
+    assert meta_value(pg_database.superuser_url, name, "probe") == "1"
+
+
+def test_a_transaction_whose_connection_dies_once_begun_is_not_retried(pg_database, unchecked):
+    name = user()
+    store = PostgresStore(unchecked, name)
+    runs = 0
+    with pytest.raises(psycopg.OperationalError), store._transaction() as tx:
+        runs += 1
+        kill(pg_database.superuser_url, tx.connection.info.backend_pid)
+        tx.execute("INSERT INTO meta VALUES (%s, 'probe', '1')", (name,))
+    assert runs == 1  # what was sent may or may not have been applied: not sent again
+    assert meta_value(pg_database.superuser_url, name, "probe") is None  # never committed
+    assert store.get_meta("probe") is None  # and the pool serves the next one
+
+
+def test_a_stream_on_a_connection_found_dead_is_read_whole(pg_database, unchecked, tmp_path):
+    from ireneo import Memory
+
+    name = user()
+    conversation(tmp_path / "src", "pump-1", ["The pump on line 3 failed.", "Bearing replaced."])
+    with Memory(database=unchecked, user=name) as memory:
+        memory.index([tmp_path / "src"])
+    store = PostgresStore(unchecked, name)
+    kill(pg_database.superuser_url, backend_pid(unchecked))
+    assert len(store.layout()) == 2  # the layout's rows, from the cursor begun on another
+
+
+def test_a_conversation_just_read_is_named_as_its_row(pg_pool, tmp_path):
+    from ireneo import Memory
+
+    name = user()
+    conversation(tmp_path / "src", "pump-1", ["The pump on line 3 failed.", "Bearing replaced."])
+    with Memory(database=pg_pool, user=name) as memory:
+        memory.index([tmp_path / "src"])
+    store = PostgresStore(pg_pool, name)
+    from_row = store.conversation_ref("pump-1")
+    assert from_row and store.conversation_ref("nothing-1") is None
+    store.get_turns("pump-1", None, None)  # now seen: named from the salt
+    assert "pump-1" in store._seen
+    assert store.conversation_ref("pump-1") == from_row
+    assert conversation_ref(store._salt_read, "pump-1") == from_row
+    forgotten = store.forget_conversation("pump-1", actor="test", now=datetime.now(UTC))
+    assert forgotten.turns == 2
+    assert store.conversation_ref("pump-1") is None  # read again: gone
+
+
+def test_meta_written_through_a_store_is_read_back(pg_pool):
+    store = PostgresStore(pg_pool, user())
+    assert store.get_meta("model") is None  # as read when the store opened
+    store.set_meta("model", "minilm")
+    assert store.get_meta("model") == "minilm"
+    other = PostgresStore(pg_pool, store.user)
+    assert other.get_meta("model") == "minilm"
+
+
+def test_the_vectors_counters_come_with_the_layouts(pg_pool):
+    store = PostgresStore(pg_pool, user())
+    store.layout()
+    assert store._vectors_counted is not None
+    store.vectors()  # used, once
+    assert store._vectors_counted is None
