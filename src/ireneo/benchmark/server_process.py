@@ -34,11 +34,29 @@ def free_port() -> int:
 
 
 def rss_mb(pid: int) -> float:
-    """Resident memory of a process, from /proc (Linux)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+    """Resident memory of a process, from /proc (Linux); 0 for one that has ended."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return 0.0
+    for line in lines:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants, from /proc (Linux)."""
+    found, queue = [], [pid]
+    while queue:
+        current = queue.pop()
+        found.append(current)
+        try:
+            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
+        except OSError:
+            continue
+        queue.extend(int(child) for child in children)
+    return found
 
 
 @dataclass
@@ -47,6 +65,7 @@ class ServerProcess:
     database_url: str | None = None
     env_extra: dict[str, str] = field(default_factory=dict)
     log_path: Path | None = None
+    args: tuple[str, ...] = ()  # more options of `ireneo serve` (`--workers 2`)
     port: int = field(default_factory=free_port)
     process: subprocess.Popen | None = None
     starts: int = 0
@@ -78,7 +97,7 @@ class ServerProcess:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._log = self.log_path.open("a")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "ireneo.cli", "serve", "--port", str(self.port)],
+            [sys.executable, "-m", "ireneo.cli", "serve", "--port", str(self.port), *self.args],
             env=self.env(),
             stdout=subprocess.DEVNULL,
             stderr=self._log if self._log is not None else subprocess.DEVNULL,
@@ -119,14 +138,22 @@ class ServerProcess:
         return self.process is not None and self.process.poll() is None
 
     def rss_mb(self) -> float:
+        """The server's resident memory, its worker processes' included (`--workers`)."""
         assert self.process is not None
-        return rss_mb(self.process.pid)
+        return sum(rss_mb(pid) for pid in process_tree(self.process.pid))
 
     def cpu_seconds(self) -> float:
-        """CPU time the server process has used so far, user and system (Linux)."""
+        """CPU time the server has used so far, user and system, its worker processes' included
+        (those that ended too, once waited for: a killed worker's CPU stays counted) (Linux)."""
         assert self.process is not None
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        total = 0
+        for pid in process_tree(self.process.pid):
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+            except OSError:  # ended meanwhile
+                continue
+            total += sum(int(f) for f in fields[11:15])  # own and waited-for children's
+        return total / os.sysconf("SC_CLK_TCK")
 
     def health(self) -> dict | None:
         try:

@@ -2,9 +2,11 @@
 
 `create_app(settings)` builds the state (`build_state`), the background jobs (`lifespan`), the
 plain routes (`routes`) and the middleware (`middleware`); `ireneo serve` runs the app under
-uvicorn. The server keeps no state beyond the memories on disk: open memories, index tasks and
-tool slots are caches and limits, rebuilt on start (users with turns still waiting for vectors
-are indexed again on start). docs/architecture.md says where a new route or tool goes.
+uvicorn (`--workers N`: N processes, each building its own, server/processes.py). The server
+keeps no state beyond the home: open memories, index tasks and tool slots are caches and
+limits, rebuilt on start (users with turns still waiting for vectors are indexed again on
+start); what processes serving one home must share is in it (the locks of server/locks.py, the
+inspector's sign-ins). docs/architecture.md says where a new route or tool goes.
 """
 
 from __future__ import annotations
@@ -43,10 +45,12 @@ from ireneo.server.expiry import MemoryExpiry
 from ireneo.server.forget import AUDIT_FILE, AuditFile, ForgetRoutes, Forgetter, Retention
 from ireneo.server.indexer import Indexer
 from ireneo.server.ingest import IngestRoute
-from ireneo.server.inspect import Inspector
+from ireneo.server.inspect import SESSIONS_FILE, Inspector
 from ireneo.server.limits import BodyLimit, Limits
+from ireneo.server.locks import HomeLocks
 from ireneo.server.logs import RequestLog, log_event
 from ireneo.server.memories import OpenMemories, user_key
+from ireneo.server.periodic import every
 from ireneo.server.returned import RETURNED
 from ireneo.server.tools import (
     Caller,
@@ -101,6 +105,7 @@ class ServerState:
     forget: ForgetRoutes
     inspector: Inspector
     chat: ChatRoutes
+    locks: HomeLocks  # between the processes serving the home (server/locks.py)
 
 
 def create_app(settings: Settings, *, clock: Clock | None = None) -> Starlette:
@@ -136,6 +141,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None) -> Starlette:
 def build_state(settings: Settings, clock: Clock) -> ServerState:
     """Every part of the server, each given its settings here and nowhere else."""
     limits = Limits.from_settings(settings)
+    locks = HomeLocks(settings.home)
     pool = _database(settings)
     registry = OpenMemories(
         settings.users_dir,
@@ -147,7 +153,7 @@ def build_state(settings: Settings, clock: Clock) -> ServerState:
         database=pool,
         trim=Trim(),
     )
-    indexer = _indexer(settings, registry, pool)
+    indexer = _indexer(settings, registry, pool, locks)
     calls = ToolCalls(limits)
     recaller = Recaller(limits, calls=calls)
     forgetter = Forgetter(registry, AuditFile(settings.home / AUDIT_FILE), clock)
@@ -163,7 +169,9 @@ def build_state(settings: Settings, clock: Clock) -> ServerState:
         calls=calls,
         recaller=recaller,
         memory_tools=MemoryTools(calls, policy=policy, clock=clock),
-        expiry=MemoryExpiry(registry, policy, clock, settings.memory_expiry_interval),
+        expiry=MemoryExpiry(
+            registry, policy, clock, settings.memory_expiry_interval, locks.job("memory-expiry")
+        ),
         forgetter=forgetter,
         retention=Retention(forgetter, settings.retention_days, settings.retention_interval),
         ingest=IngestRoute(
@@ -183,10 +191,12 @@ def build_state(settings: Settings, clock: Clock) -> ServerState:
             admin_key=settings.admin_key,
             recall_k=limits.recall_k,
             max_chars=limits.max_result_chars,
+            sessions=settings.home / SESSIONS_FILE,
         ),
         chat=ChatRoutes(
             settings=settings, registry=registry, indexer=indexer, recaller=recaller, clock=clock
         ),
+        locks=locks,
     )
 
 
@@ -254,7 +264,7 @@ def lifespan(state: ServerState) -> Callable[[FastMCP], AbstractAsyncContextMana
                 asyncio.to_thread(_import_mcp_state),
                 state.indexer.catch_up(),
                 state.expiry.run_forever(),
-                state.retention.run_forever(),
+                _retention(state),
             )
         ]
         log_event(
@@ -274,10 +284,19 @@ def lifespan(state: ServerState) -> Callable[[FastMCP], AbstractAsyncContextMana
     return run
 
 
+async def _retention(state: ServerState) -> None:
+    """Retention's pass, once per interval for the whole home (its lock: server/periodic.py)."""
+    retention = state.retention
+    if retention.days is not None:
+        lock = state.locks.job("retention")
+        await every(retention.interval, retention.run_once, "retention", log, lock=lock)
+
+
 async def _close(state: ServerState) -> None:
     await state.indexer.stop()
     await asyncio.to_thread(RETURNED.wait_idle, 5.0)  # the tools' last records
     await asyncio.to_thread(state.registry.close_all)
+    state.inspector.sessions.close()
     if state.pool is not None:
         await asyncio.to_thread(state.pool.close)
     log_event(log, "server_stop", index_runs=sum(state.indexer.runs.values()))
@@ -325,11 +344,14 @@ def uvicorn_options(settings: Settings) -> dict:
 
 
 def _indexer(
-    settings: Settings, registry: OpenMemories, pool: ConnectionPool | None
+    settings: Settings, registry: OpenMemories, pool: ConnectionPool | None, locks: HomeLocks
 ) -> Indexer | SharedIndexer:
     if pool is None:
         return Indexer(
-            registry, debounce=settings.index_debounce, concurrency=settings.index_concurrency
+            registry,
+            debounce=settings.index_debounce,
+            concurrency=settings.index_concurrency,
+            locks=locks,
         )
     from ireneo.server.shared_indexer import SharedIndexer  # PostgreSQL's: an extra
 
@@ -386,14 +408,26 @@ def _database(settings: Settings) -> ConnectionPool | None:
         raise ConfigError(str(exc)) from None
     try:
         if settings.db_upgrade:
-            applied = pg_schema.upgrade(
-                settings.database_owner_url or settings.database_url, settings.database_app_role
-            )
-            log_event(log, "db_upgrade", applied=applied)
+            upgrade_database(settings)
         size = settings.recall_concurrency + 2 * settings.index_concurrency + 4
         return open_pool(settings.database_url, max_size=size)
     except (pg_schema.SchemaError, SchemaOutdated) as exc:
         raise ConfigError(str(exc)) from None
+
+
+def upgrade_database(settings: Settings) -> None:
+    """Apply the schema's missing migrations, as the owner when an owner URL is given."""
+    try:
+        from ireneo.store import pg_schema
+    except MissingExtra as exc:
+        raise ConfigError(str(exc)) from None
+    try:
+        applied = pg_schema.upgrade(
+            settings.database_owner_url or settings.database_url, settings.database_app_role
+        )
+    except pg_schema.SchemaError as exc:
+        raise ConfigError(str(exc)) from None
+    log_event(log, "db_upgrade", applied=applied)
 
 
 def _database_ready(pool: ConnectionPool) -> bool:

@@ -43,11 +43,22 @@ def _settings(**overrides: object):
     help="With IRENEO_DATABASE_URL: apply missing schema migrations before serving, as "
     "IRENEO_DATABASE_OWNER_URL's role when set [env IRENEO_DB_UPGRADE=1].",
 )
-def serve(host: str, port: int, home: Path | None, dev: bool, upgrade_db: bool) -> None:
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Server processes on this port and home (one Python process is bound by its GIL: "
+    "about one per core; docs/reliability.md).",
+)
+def serve(
+    host: str, port: int, home: Path | None, dev: bool, upgrade_db: bool, workers: int
+) -> None:
     """Run the HTTP server: POST /turns, /mcp (bearer token), GET /health.
 
     Memories are kept under --home, or, with IRENEO_DATABASE_URL, in a PostgreSQL database
-    that many replicas of this server can share (docs/postgres.md)."""
+    that many replicas of this server can share (docs/postgres.md). With --workers N, N
+    processes serve the port and the home together (docs/reliability.md)."""
     settings = _settings(home=home, dev=True if dev else None, db_upgrade=upgrade_db or None)
     problems = settings.problems()
     if problems:
@@ -66,6 +77,14 @@ def serve(host: str, port: int, home: Path | None, dev: bool, upgrade_db: bool) 
             log_event(log, "dev_mode_public_address", level=logging.WARNING, host=host)
     from ireneo.server.app import ConfigError, uvicorn_options
 
+    if workers > 1:
+        from ireneo.server.processes import serve as serve_workers
+
+        try:  # each worker checks the rest as it starts (the parent stops if one cannot)
+            serve_workers(settings, host=host, port=port, workers=workers)
+        except ConfigError as exc:
+            raise click.ClickException(f"refusing to start: {exc}") from None
+        return
     try:
         app = create_app(settings)
     except ConfigError as exc:

@@ -4,7 +4,8 @@ A pass first asks which users have an explicit memory old enough to expire, with
 any memory: on SQLite by reading each file (store.sqlite.expirable_in), on PostgreSQL by one
 question per user in that user's row-level-security scope, many users to a round trip
 (store.postgres.expirable). It opens only those memories, so an hourly pass over thousands of
-users neither reopens them all nor pushes the ones in use out of the registry.
+users neither reopens them all nor pushes the ones in use out of the registry. With a home
+lock, one process of those serving a home makes the pass (server/periodic.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from ireneo.memories import ExplicitMemories, MemoryPolicy
+from ireneo.server.locks import HomeLock
 from ireneo.server.logs import log_event
 from ireneo.server.memories import OpenMemories
 from ireneo.server.periodic import every
@@ -32,11 +34,13 @@ class MemoryExpiry:
         policy: MemoryPolicy,
         clock: Callable[[], datetime],
         interval: float,
+        lock: HomeLock | None = None,
     ):
         self.registry = registry
         self.policy = policy
         self.clock = clock
         self.interval = interval
+        self.lock = lock
         self.runs = 0
         self.removed = 0
 
@@ -86,4 +90,4 @@ class MemoryExpiry:
         return found
 
     async def run_forever(self) -> None:
-        await every(self.interval, self.run_once, "memory_expiry", log)
+        await every(self.interval, self.run_once, "memory_expiry", log, lock=self.lock)

@@ -18,6 +18,13 @@ work are opened, one at a time as their runs come, within the registry's budget.
 A run that fails because the disk is full is tried again every `full_retry` seconds until it
 succeeds, so vectors come once space is back, without a restart or another post.
 
+With `locks` (server/locks.py, one lock file per user), the processes that serve one home
+(`ireneo serve --workers N`) never index one user at once: a run takes the user's lock first,
+without waiting; a user whose lock another process holds is marked dirty again and tried one
+debounce later (then finding nothing left, or what was stored after that process looked), so a
+post answered by any process gets its vectors. Every process's `catch_up` schedules the users
+with work; the locks spread them over the processes rather than run any twice at once.
+
 What it did is kept as it goes: `runs` per user (logged at stop), `overlaps` (runs of one
 user that overlapped: always 0 unless a bug), and the last 10,000 `events` (start and end of
 each run, per user).
@@ -34,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ireneo.errors import StorageFull
+from ireneo.server.locks import HomeLocks
 from ireneo.server.logs import log_event
 from ireneo.server.memories import OpenMemories
 from ireneo.store.sqlite import pending_in
@@ -92,8 +100,10 @@ class Indexer:
         debounce: float = 1.0,
         concurrency: int = 1,
         slice_seconds: float = SLICE_SECONDS,
+        locks: HomeLocks | None = None,
     ):
         self.registry = registry
+        self.locks = locks
         self.debounce = debounce
         self.slice_seconds = slice_seconds
         self._waiting = 0  # users whose run waits for a slot
@@ -106,6 +116,7 @@ class Indexer:
         self.failures: Counter[str] = Counter()
         self.yielded = 0  # runs that stopped to let a waiting user go first
         self.overlaps = 0  # runs that started while another run of the same user was going
+        self.elsewhere = 0  # runs put off because another process was indexing the user
         self.events: deque[tuple[str, str, float]] = deque(maxlen=10_000)
 
     # -- called from the event loop -------------------------------------------------------
@@ -176,14 +187,40 @@ class Indexer:
             finally:
                 self._slots.release()
             pause = self.debounce
-            if outcome == "yielded":  # the rest of its work, behind the users who waited
+            if outcome == "elsewhere":  # another process indexes the user: look again later
+                state.dirty = True
+            elif outcome == "yielded":  # the rest of its work, behind the users who waited
                 state.dirty, pause = True, 0.0
             elif outcome == "storage_full" and not self._stopping:
                 state.dirty = True
                 await asyncio.sleep(self.full_retry)
 
     async def _run(self, key: str, state: _UserState) -> str:
-        """One index run; its outcome (ok, yielded, stopped, storage_full, error)."""
+        """One index run; its outcome (ok, yielded, stopped, storage_full, error, or elsewhere:
+        another process holds the user's lock)."""
+        lock = self.locks.index(key) if self.locks is not None else None
+        try:
+            if lock is not None and not lock.acquire():  # a syscall or two: fine on the loop
+                self.elsewhere += 1
+                return "elsewhere"
+        except OSError as exc:  # the home's lock directory cannot be written: no run
+            self.failures[key] += 1
+            log_event(
+                log,
+                "index_run",
+                level=logging.ERROR,
+                user_key=key,
+                outcome="error",
+                error=type(exc).__name__,
+            )
+            return "error"
+        try:
+            return await self._run_locked(key, state)
+        finally:
+            if lock is not None:
+                lock.release()
+
+    async def _run_locked(self, key: str, state: _UserState) -> str:
         state.running += 1
         if state.running > 1:
             self.overlaps += 1

@@ -7,7 +7,7 @@ forgets what ireneo keeps about them.
   holds only the session's random id, in an HttpOnly, SameSite=Strict cookie. No URL ever names
   a user, and conversations are named by refs that mean something only inside the signed-in
   user's memory, so editing a URL cannot reach anyone else's.
-- Sessions are kept in memory with their expiry (at most `SESSION_SECONDS`, and never past the
+- Sessions are kept on the server with their expiry (at most `SESSION_SECONDS`, and never past the
   token's own expiry), at most `MAX_SESSIONS_PER_USER` per user and `MAX_SESSIONS` in all (the
   oldest go first). Signing out ends the session on the server: a cookie copied before works no
   more.
@@ -21,7 +21,8 @@ forgets what ireneo keeps about them.
   a CSRF token; audited as `inspector` or `operator`).
 - Plain HTML, no script, no external resource; a Content-Security-Policy forbids both.
 
-Sessions live in the server's memory: they end when it restarts.
+Sessions live in `<home>/inspect-sessions.sqlite`, shared by the processes that serve the home
+(`ireneo serve --workers N`): a restart keeps them, and a sign-out anywhere ends one everywhere.
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ import asyncio
 import hashlib
 import hmac
 import secrets
+import sqlite3
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
+from pathlib import Path
 from urllib.parse import parse_qs, quote, urlsplit
 
 from starlette.requests import Request
@@ -57,6 +59,7 @@ MAX_QUERY_CHARS = 500
 MAX_REF_CHARS = 64
 MAX_SESSIONS = 10_000
 MAX_SESSIONS_PER_USER = 8
+SESSIONS_FILE = "inspect-sessions.sqlite"  # in the home
 
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
@@ -83,69 +86,94 @@ class Session:
 class Sessions:
     """Sign-ins kept on the server, by a digest of the random id their cookie holds.
 
-    Bounded: a user's oldest session ends when they start one past `per_user`, and the oldest of
-    all when the table is full (after the expired ones are dropped).
+    In a small SQLite file (`path`, in the home: every process serving the home sees a sign-in
+    made by any of them, and a sign-out ends it for all; the cookie's id is never stored, only
+    its digest), or in this process's RAM when `path` is None. Bounded: a user's oldest session
+    ends when they start one past `per_user`, and the oldest of all when the table is full
+    (after the expired ones are dropped).
     """
 
     def __init__(
         self,
         clock: Callable[[], float],
         *,
+        path: Path | None = None,
         max_total: int = MAX_SESSIONS,
         per_user: int = MAX_SESSIONS_PER_USER,
     ):
         self.clock = clock
         self.max_total = max_total
         self.per_user = per_user
-        self._all: OrderedDict[str, Session] = OrderedDict()  # oldest first
-        self._by_user: dict[str, OrderedDict[str, None]] = {}
+        if path is not None:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            path.touch(mode=0o600, exist_ok=True)
+        # the event loop's thread only, but opened where the app is built
+        self._db = sqlite3.connect(
+            str(path) if path is not None else ":memory:",
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        self._db.execute("PRAGMA busy_timeout=5000")
+        if path is not None:
+            self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS sessions (n INTEGER PRIMARY KEY AUTOINCREMENT, "
+            "digest TEXT UNIQUE NOT NULL, key TEXT NOT NULL, operator INTEGER NOT NULL, "
+            "expires REAL NOT NULL, csrf TEXT NOT NULL)"
+        )
+        self._db.execute("CREATE INDEX IF NOT EXISTS sessions_key ON sessions (key, n)")
 
     def __len__(self) -> int:
-        return len(self._all)
+        return self._db.execute("SELECT count(*) FROM sessions").fetchone()[0]
 
     def count(self, key: str) -> int:
-        return len(self._by_user.get(key, ()))
+        return self._db.execute("SELECT count(*) FROM sessions WHERE key = ?", (key,)).fetchone()[0]
 
     def start(self, key: str, operator: bool, expires: float) -> tuple[str, Session]:
         """A new session; returns the id for the cookie (kept nowhere on the server)."""
-        mine = self._by_user.get(key)
-        while mine and len(mine) >= self.per_user:
-            self._drop(next(iter(mine)))
-        if len(self._all) >= self.max_total:
-            now = self.clock()
-            for digest in [d for d, s in self._all.items() if s.expires <= now]:
-                self._drop(digest)
-        while len(self._all) >= self.max_total:
-            self._drop(next(iter(self._all)))
         session_id = secrets.token_urlsafe(32)
         session = Session(key, operator, expires, secrets.token_urlsafe(32))
-        digest = _digest(session_id)
-        self._all[digest] = session
-        self._by_user.setdefault(key, OrderedDict())[digest] = None
+        with self._db:  # one transaction: the bounds hold with other processes signing in
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute(
+                "DELETE FROM sessions WHERE n IN (SELECT n FROM sessions WHERE key = ? "
+                "ORDER BY n DESC LIMIT -1 OFFSET ?)",
+                (key, self.per_user - 1),
+            )
+            if len(self) >= self.max_total:
+                self._db.execute("DELETE FROM sessions WHERE expires <= ?", (self.clock(),))
+            self._db.execute(
+                "DELETE FROM sessions WHERE n IN (SELECT n FROM sessions ORDER BY n DESC "
+                "LIMIT -1 OFFSET ?)",
+                (self.max_total - 1,),
+            )
+            self._db.execute(
+                "INSERT INTO sessions (digest, key, operator, expires, csrf) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (_digest(session_id), key, int(operator), expires, session.csrf),
+            )
         return session_id, session
 
     def get(self, session_id: str) -> Session | None:
         if not session_id or len(session_id) > 128:
             return None
         digest = _digest(session_id)
-        session = self._all.get(digest)
-        if session is not None and session.expires <= self.clock():
-            self._drop(digest)
+        row = self._db.execute(
+            "SELECT key, operator, expires, csrf FROM sessions WHERE digest = ?", (digest,)
+        ).fetchone()
+        if row is None:
+            return None
+        session = Session(row[0], bool(row[1]), row[2], row[3])
+        if session.expires <= self.clock():
+            self._db.execute("DELETE FROM sessions WHERE digest = ?", (digest,))
             return None
         return session
 
     def end(self, session_id: str) -> None:
-        self._drop(_digest(session_id))
+        self._db.execute("DELETE FROM sessions WHERE digest = ?", (_digest(session_id),))
 
-    def _drop(self, digest: str) -> None:
-        session = self._all.pop(digest, None)
-        if session is None:
-            return
-        mine = self._by_user.get(session.key)
-        if mine is not None:
-            mine.pop(digest, None)
-            if not mine:
-                del self._by_user[session.key]
+    def close(self) -> None:
+        self._db.close()
 
 
 def _digest(session_id: str) -> str:
@@ -193,7 +221,9 @@ class Inspector:
         recall_k: int,
         max_chars: int | None = None,
         clock: Callable[[], float] = time.time,
+        sessions: Path | None = None,
     ):
+        """`sessions`: the file that keeps sign-ins (None: this process's RAM)."""
         self.registry = registry
         self.forgetter = forgetter
         self.verifier = verifier
@@ -201,7 +231,7 @@ class Inspector:
         self.recall_k = recall_k
         self.max_chars = max_chars  # the tool's answer's characters: the same hits as an agent
         self.clock = clock
-        self.sessions = Sessions(clock)
+        self.sessions = Sessions(clock, path=sessions)
 
     # -- routes ----------------------------------------------------------------------------
     async def home(self, request: Request) -> Response:

@@ -14,6 +14,11 @@ cold open, which may read a database, never holds up the leases of other users. 
 closed memories, the registry gives the heap memory they freed back to the system (`trim`, at
 most every few seconds: server/trim.py).
 
+Another process serving the same home (`ireneo serve --workers N`) may delete a user's directory
+(DELETE /users/...) and a post may make it again: a lease first checks that the directory is the
+one its open memory was opened from (its inode), else closes that memory and opens the new one,
+so no write goes to a deleted file.
+
 With a PostgreSQL `database` (a connection pool shared by every memory), a user's memory is the
 rows keyed by that same key, and no directory is made.
 """
@@ -59,6 +64,7 @@ class _Entry:
     leases: int = 0
     retired: bool = False
     bytes: int = 0  # its estimate of the RAM it holds, as of its last lease
+    identity: tuple[int, int] | None = None  # its directory's (device, inode), on SQLite
 
 
 @dataclass
@@ -247,7 +253,10 @@ class OpenMemories:
         # a key names rows in the database (any the store holds) or a directory (checked)
         path = self.path(key) if self.database is None else None
         with self._lock:
+            stale = self._drop_stale(key, path)
             entry = self._leased(key)
+        if stale is not None:
+            self._close(stale)
         if entry is not None:
             return entry
         with self._gate(key):
@@ -259,9 +268,10 @@ class OpenMemories:
             if not create and not self.exists(key):
                 return None
             memory = self._open_memory(key, path, create)
+            identity = _identity(path) if path is not None else None
             with self._lock:
                 self.opened += 1
-                entry = _Entry(key, memory, leases=1)
+                entry = _Entry(key, memory, leases=1, identity=identity)
                 self._open[key] = entry
                 held = len(self._open)
                 evicted = self._evict()
@@ -278,6 +288,21 @@ class OpenMemories:
         if evicted:
             self.trim()
         return entry
+
+    def _drop_stale(self, key: str, path: Path | None) -> _Entry | None:
+        """Retire the key's memory if its directory was deleted or made again since it was
+        opened (by another process); returns it when nobody uses it, to close outside the lock.
+        Call under the lock."""
+        entry = self._open.get(key) or self._retiring.get(key)
+        if path is None or entry is None or _identity(path) == entry.identity:
+            return None
+        if self._open.get(key) is entry:
+            del self._open[key]
+            self._bytes -= entry.bytes
+        else:
+            del self._retiring[key]
+        entry.retired = True
+        return entry if entry.leases == 0 else None
 
     def _open_memory(self, key: str, path: Path | None, create: bool) -> Memory:
         if self.database is not None:
@@ -339,6 +364,14 @@ class OpenMemories:
         finally:
             with self._lock:
                 self.closed += 1
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 def _resident_bytes(memory: Memory) -> int:
