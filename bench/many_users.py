@@ -25,6 +25,9 @@ last replica S seconds into the recall phase: the run then checks that every ack
 is stored, that the dead replica's users are indexed by another one, and counts the calls that
 failed against the requests in flight at the kill.
 
+`--workers N` starts each server as N processes on one port (`ireneo serve --workers N`); its
+RSS is then its largest process's, its CPU and open files all of theirs.
+
 `--late-big N` posts N more users of `--late-size` conversations during the recall phase (new
 names each run, outside the Zipf draw), so the server has a long backfill to index while the
 probes measure how long everyone else's posts wait for their vectors.
@@ -67,7 +70,7 @@ import httpx2
 import numpy as np
 
 from ireneo.benchmark.generate import generate
-from ireneo.benchmark.server_process import INGEST_KEY, ServerProcess
+from ireneo.benchmark.server_process import INGEST_KEY, ServerProcess, process_tree
 from ireneo.benchmark.traffic import Conversation, marker, turn_text, user_name
 from ireneo.server.memories import user_key
 
@@ -82,6 +85,7 @@ class Config:
     users: int = 100
     store: str = "sqlite"  # or "postgres"
     replicas: int = 1
+    workers: int = 1  # processes of each server (`ireneo serve --workers`)
     clients: int = 20
     seconds: float = 60.0
     small_min: int = 5
@@ -354,14 +358,20 @@ class Probe:
 
 
 def proc_figures(pid: int) -> tuple[float, int, float]:
-    """RSS (MB), open files, CPU seconds (user + system) of a process."""
-    rss = 0.0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            rss = int(line.split()[1]) / 1024
-    fds = len(os.listdir(f"/proc/{pid}/fd"))
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """RSS (MB) of the largest process, open files and CPU seconds (user + system) of all, of a
+    server and its workers (`--workers`: each worker is a process of its own)."""
+    rss, fds, cpu = 0.0, 0, 0.0
+    for each in process_tree(pid):
+        try:
+            status = Path(f"/proc/{each}/status").read_text()
+            fds += len(os.listdir(f"/proc/{each}/fd"))
+            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # a worker that has just ended
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                rss = max(rss, int(line.split()[1]) / 1024)
+        cpu += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return rss, fds, cpu
 
 
@@ -383,6 +393,7 @@ class Run:
                 database_url=self.backend.app_url,
                 env_extra=env,
                 log_path=work / f"server-{config.label or config.store}-{i}.log",
+                args=("--workers", str(config.workers)) if config.workers > 1 else (),
             )
             for i in range(replicas)
         ]
@@ -1097,6 +1108,11 @@ def _mbs(figures: list[dict | None] | None) -> str:
     return " / ".join(f"{f['rss_mb']:.0f}" if f else "-" for f in figures or [])
 
 
+def _workers(config: dict) -> str:
+    workers = config.get("workers", 1)
+    return f" × {workers} workers" if workers > 1 else ""
+
+
 def markdown(r: dict) -> str:
     c = r["config"]
     rec, srv, fr, d = r["recall"], r["server"], r["freshness"], r["disk"]
@@ -1104,7 +1120,7 @@ def markdown(r: dict) -> str:
     servers = len(r["rss_peak_mb"])
     lines = [
         f"# {r['label']}: {c['users']} users on {store} ({servers} server"
-        f"{'s' if servers > 1 else ''})",
+        f"{'s' if servers > 1 else ''}{_workers(c)})",
         "",
         f"{r['conversations']} conversations ({r['turns']} turns): users of {c['small_min']}-"
         f"{c['small_max']} conversations (log-uniform) and {r['big_users']} of {c['big_size']}; "
@@ -1127,7 +1143,7 @@ def markdown(r: dict) -> str:
         f"{srv['warm_in_tool_ms'].get('p95')} ms |",
         f"| memory opens (p50 / p95 ms each) | {srv['opens']} ({srv['open_ms'].get('p50')} / "
         f"{srv['open_ms'].get('p95')}) |",
-        f"| server RSS peak | {' / '.join(f'{x:.0f}' for x in r['rss_peak_mb'])} MB |",
+        f"| server RSS peak (its largest process) | {' / '.join(f'{x:.0f}' for x in r['rss_peak_mb'])} MB |",
         f"| server RSS after the backfill; at the end | {_mbs(r.get('after_backfill'))} MB; "
         f"{_mbs(r.get('at_end'))} MB |",
         f"| open files peak | {' / '.join(str(x) for x in r['fds_peak'])} |",
@@ -1203,7 +1219,7 @@ def summary(out: Path) -> None:
         m = r["recall"]["ms"]
         rows.append(
             f"| [{r['label']}]({r['label']}.md) | {r['config']['store']} | "
-            f"{len(r['rss_peak_mb'])} | {r['config']['users']} | {r['conversations']} | "
+            f"{len(r['rss_peak_mb'])}{_workers(r['config'])} | {r['config']['users']} | {r['conversations']} | "
             f"{m.get('p50')} | {m.get('p95')} | {m.get('p99')} | {r['server']['cold_share']} | "
             f"{' / '.join(f'{x:.0f}' for x in r['rss_peak_mb'])} | "
             f"{r['disk']['per_user_bytes'] / 1024:.0f} | {r['freshness']['meaning_s'].get('p50')} |"
@@ -1213,7 +1229,7 @@ def summary(out: Path) -> None:
         "# Many users: every run kept here",
         "",
         "Written by `bench/many_users.py` (its docstring says what is measured). Latencies are "
-        "the MCP client's, in ms; RSS in MB per server; disk in KiB per user; embedded: seconds "
+        "the MCP client's, in ms; RSS in MB of each server's largest process; disk in KiB per user; embedded: seconds "
         "from a post's 202 to its vectors (p50).",
         "",
         "| run | store | servers | users | conversations | p50 | p95 | p99 | cold share | RSS |"
@@ -1277,6 +1293,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--users", type=int, default=100)
     p.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
     p.add_argument("--replicas", type=int, default=2, help="PostgreSQL servers (default 2)")
+    p.add_argument(
+        "--workers", type=int, default=1, help="processes of each server (ireneo serve --workers)"
+    )
     p.add_argument("--clients", type=int, default=20)
     p.add_argument("--seconds", type=float, default=60.0)
     p.add_argument("--big-users", type=int, default=2)
@@ -1312,6 +1331,8 @@ def main(argv: list[str] | None = None) -> int:
         help="SQLite: keep the posted histories in --work, and start from them when there",
     )
     args = p.parse_args(argv)
+    if args.workers < 1:
+        p.error("--workers must be at least 1")
     if args.users < 1 or args.clients < 1 or args.seconds <= 0 or args.pace < 0:
         p.error("--users, --clients and --seconds must be positive, --pace not negative")
     if not 1 <= args.small_min <= args.small_max:
@@ -1326,6 +1347,7 @@ def main(argv: list[str] | None = None) -> int:
         users=args.users,
         store=args.store,
         replicas=args.replicas if args.store == "postgres" else 1,
+        workers=args.workers,
         clients=args.clients,
         seconds=args.seconds,
         small_min=args.small_min,
