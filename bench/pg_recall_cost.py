@@ -3,14 +3,14 @@
     python bench/pg_recall_cost.py --database-url postgresql://… [--against REV]
 
 Stores `--users` users of `--conversations` conversations each (the generator's histories,
-random unit vectors put as the indexer puts them; the copies are not saved, as a small memory's
-are not), then alternates the two versions of `store/postgres.py` (this tree's, and REV's read
+random unit vectors put as the indexer puts them, search's copies saved as indexing saves
+them), then alternates the two versions of `store/postgres.py` (this tree's, and REV's read
 with `git show`), each on a pool of its own, for `--rounds` rounds:
 
 - warm: `--recalls` recalls as `recall_my_conversations` makes them (recall_answer: the hits,
-  widened to the tool's characters, each named by its conversation's ref), users in turn, each
-  memory open and read before;
-- cold: each user's memory opened anew and recalled once (its copies read from the rows).
+  widened to the tool's characters, each named by its conversation's ref, which the memory
+  is made to forget it read, unless `--refs-kept`), users in turn, each memory open and read;
+- cold: each user's memory opened anew and recalled once (its copies read).
 
 It prints, per version, the median over rounds of the CPU per recall of this process (all its
 threads) and of the PostgreSQL backends serving its pool (from /proc: PostgreSQL on this
@@ -128,6 +128,7 @@ def stock(url: str, users: list[str], conversations: int, settings: Settings) ->
                 vectors = rng.standard_normal((len(batch), dim)).astype(np.float32)
                 vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
                 memory.store.put_vectors([pid for pid, _ in batch], vectors)
+            memory.store.save_copies()  # as indexing does
     return [q for question in history.questions for q in (question.short, question.long)]
 
 
@@ -139,6 +140,9 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=20)
     parser.add_argument("--recalls", type=int, default=60, help="warm recalls a round")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--refs-kept", action="store_true", help="a warm memory keeps its conversations' refs"
+    )
     args = parser.parse_args()
 
     settings = Settings.from_env()
@@ -167,7 +171,8 @@ def main() -> None:
 
     def recall(memory: Memory, n: int) -> None:
         recall_answer(memory, queries[n % len(queries)], limits.recall_k, limits.max_result_chars)
-        memory._refs.clear()  # as a memory that has not named these conversations yet
+        if not args.refs_kept:
+            memory._refs.clear()  # as a memory that has not named these conversations yet
 
     open_memories = {name: [opened(name, u) for u in users] for name in versions}
     for memories in open_memories.values():

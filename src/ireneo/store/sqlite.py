@@ -51,7 +51,11 @@ from ireneo.store.rows import turn_text
 DB_NAME = "memory.db"
 
 WAL_LIMIT = 8 * 2**20  # bytes
-PAGE_CACHE_BYTES = 2000 * 1024  # SQLite's default cache_size (-2000: KiB) of a connection
+# A connection's page cache, at most (SQLite's default is 2,000 KiB). Search reads its copies
+# in RAM, and a warm recall reads a few dozen pages, which the system's page cache also holds:
+# a smaller cache cost no CPU that could be measured, and a memory held open keeps less
+# (docs/scaling.md).
+PAGE_CACHE_BYTES = 256 * 1024
 OPEN_BYTES = 150 * 1024  # what an open memory's connection and objects hold (measured)
 
 
@@ -273,6 +277,7 @@ class SQLiteStore(Store[sqlite3.Connection]):
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.execute("PRAGMA busy_timeout=10000")
+            self._db.execute(f"PRAGMA cache_size=-{PAGE_CACHE_BYTES // 1024}")
             # After a checkpoint the write-ahead log is cut back to this size; without it, one
             # large write (a saved copy is 40 MB at 10,000 conversations, an import more) would
             # leave the -wal file that large for as long as a server keeps the memory open.
@@ -464,12 +469,13 @@ class SQLiteStore(Store[sqlite3.Connection]):
 
     # -- search candidates ---------------------------------------------------------------------------
     def term_stats(self, terms: list[str]) -> TermStats:
-        marks = ",".join("?" * len(terms))
         with self._lock:
             passages, total = self._db.execute("SELECT passages, terms FROM corpus").fetchone()
-            df = dict(
+            df = dict(  # one statement text whatever the count (see turn_windows)
                 self._db.execute(
-                    f"SELECT term, passages FROM term_df WHERE term IN ({marks})", terms
+                    "SELECT term, passages FROM term_df "
+                    "WHERE term IN (SELECT value FROM json_each(?))",
+                    (json.dumps(terms),),
                 )
             )
         return TermStats.counted(passages, total, df)
@@ -562,17 +568,18 @@ class SQLiteStore(Store[sqlite3.Connection]):
         if not windows:
             return []
         bounds = [
-            (i, sid, -(2**62) if lo is None else lo, 2**62 if hi is None else hi)
-            for i, (sid, lo, hi) in enumerate(windows)
+            (sid, -(2**62) if lo is None else lo, 2**62 if hi is None else hi)
+            for sid, lo, hi in windows
         ]
+        # the windows as one JSON value: one statement text whatever their number, so the
+        # connection's cache of prepared statements holds one (a text per count held ~9 KiB
+        # each, ~135 KiB a memory after 16 recalls)
         with self._lock:
             rows = self._db.execute(
-                "WITH w(i, session_id, lo, hi) AS (VALUES "
-                + ", ".join(["(?, ?, ?, ?)"] * len(bounds))
-                + f") SELECT w.i, {_TURN_COLUMNS} FROM w JOIN turns t "
-                "ON t.session_id = w.session_id AND t.seq BETWEEN w.lo AND w.hi "
-                "ORDER BY w.i, t.seq, t.id",
-                [value for bound in bounds for value in bound],
+                f"SELECT w.key, {_TURN_COLUMNS} FROM json_each(?) w JOIN turns t "
+                "ON t.session_id = w.value ->> 0 AND t.seq BETWEEN w.value ->> 1 AND w.value ->> 2 "
+                "ORDER BY w.key, t.seq, t.id",
+                (json.dumps(bounds),),
             ).fetchall()
         turns: list[list[Turn]] = [[] for _ in windows]
         for row in rows:
