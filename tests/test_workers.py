@@ -43,9 +43,13 @@ def pair(tmp_path_factory):
         ServerProcess(home=work / "home", env_extra=ENV, log_path=work / f"{name}.log")
         for name in "ab"
     ]
+    starts = [threading.Thread(target=server.start, kwargs={"timeout": 120}) for server in servers]
     try:
-        for server in servers:
-            server.start(timeout=120)
+        for start in starts:  # side by side: each start is mostly imports and the model
+            start.start()
+        for start in starts:
+            start.join()
+        assert all(server.health() is not None for server in servers), "a server did not start"
         yield servers
     finally:
         for server in servers:

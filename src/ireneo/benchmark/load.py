@@ -7,6 +7,7 @@ it was already answered 202 for, which must come back: a turn is keyword-searcha
 `posters` more clients only post, for users taken at random (recall while ingest runs). With
 `conversations`, every user starts with that many conversations of six turns, stored and embedded
 before the server starts (kept in the work directory and reused by the next run there).
+With `workers`, the server is `ireneo serve --workers N` (its RSS and CPU are its processes').
 The server's RSS is sampled all along. At the end the server is stopped and every acknowledged
 turn is looked up in the store.
 
@@ -66,6 +67,7 @@ class LoadConfig:
     seed: int = 5
     rss_every: float = 0.5
     database_url: str | None = None
+    workers: int = 1  # server processes (`ireneo serve --workers`)
     env: dict[str, str] = field(default_factory=dict)
 
 
@@ -117,6 +119,7 @@ class LoadRun:
             database_url=config.database_url,
             env_extra=config.env,
             log_path=work / "server.log",
+            args=("--workers", str(config.workers)) if config.workers > 1 else (),
         )
         self.samples: list[Sample] = []
         self.rss: list[tuple[float, float]] = []
@@ -406,7 +409,8 @@ def save(report: LoadReport, out: Path) -> Path:
         f"127.0.0.1, {c['ingest_share']:.0%} ingest posts, the rest `recall_my_conversations` "
         f"over MCP, and {c.get('posters', 0)} clients only posting; each user started with "
         f"{c.get('conversations', 0)} conversations; "
-        f"store: {'PostgreSQL' if c['database_url'] else 'SQLite (embedded)'}. "
+        f"store: {'PostgreSQL' if c['database_url'] else 'SQLite (embedded)'}; "
+        f"server processes: {c.get('workers', 1)}. "
         f"Clients and server share the machine ({os.cpu_count()} cores, 1-minute load average "
         f"{' then '.join(str(x) for x in report.load_average)} at the start and the end).",
         "",
@@ -519,6 +523,9 @@ def main(argv: list[str] | None = None) -> int:
         "--conversations", type=int, default=0, help="each user's history before the run"
     )
     parser.add_argument("--database-url", help="run against PostgreSQL (IRENEO_DATABASE_URL)")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="server processes (ireneo serve --workers)"
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/results/load"))
     parser.add_argument("--work", type=Path, help="where the server's home goes [a temp dir]")
     args = parser.parse_args(argv)
@@ -531,6 +538,7 @@ def main(argv: list[str] | None = None) -> int:
             posters=args.posters,
             conversations=args.conversations,
             database_url=args.database_url,
+            workers=args.workers,
         ),
         args.out,
         args.work,
