@@ -262,6 +262,7 @@ def test_a_full_disk_leaves_the_copies_unsaved_and_indexing_unharmed(
     home, tmp_path, monkeypatch, caplog
 ):
     texts = [f"the seal on pump P-{i:03d} leaks, ticket MT-{4400 + i}" for i in range(40)]
+    monkeypatch.setattr(store_base, "SAVE_AFTER", 10_000)  # not saved as it is indexed
     with Memory(home) as memory:
         memory.index([conversation(tmp_path / "a", "pumps", texts)])  # copies of several pages
         db = memory.store._db

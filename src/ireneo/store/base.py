@@ -34,9 +34,9 @@ BM25_K1, BM25_B = 1.2, 0.75  # Okapi BM25's usual constants, wherever a store or
 READ_ROWS = 4096  # rows a store fetches at once in a long read (a memory's layout, vectors)
 # Rows added since the copies were saved before they are saved again (or an eighth of those
 # saved, if more). Small: a server opens small memories all the time (a third of its recalls at
-# 2,000 users of 5-50 conversations), and reading their copies from the rows cost twice the CPU
-# and twice the pages of reading them saved (docs/scaling.md).
-SAVE_AFTER = 64
+# 2,000 users of 5-50 conversations), and building their copies from the rows cost more CPU and
+# read more pages than reading them saved, even at 5-10 conversations (docs/scaling.md).
+SAVE_AFTER = 16
 
 log = logging.getLogger("ireneo.store")
 C = TypeVar("C")  # a copy search keeps: the layout or the vectors
