@@ -348,3 +348,36 @@ def test_a_killed_worker_is_replaced_and_no_acknowledged_post_is_lost(tmp_path):
             assert mine <= stored, sorted(mine - stored)[:5]
             assert memory.pending() == 0
         assert overlapping(index_runs(server, key=user_key(user))) == []
+
+
+def test_a_user_locked_by_another_process_is_indexed_once_the_lock_is_let_go(tmp_path):
+    from ireneo.server.indexer import Indexer
+    from ireneo.server.locks import HomeLocks
+    from ireneo.server.memories import OpenMemories
+
+    home = tmp_path / "home"
+    key = user_key("ana")
+    with Memory(home / "users" / key) as memory:
+        memory.store_turns(parse_gateway_body(body("ana", "talk", ["Pump P-7 rattles.", "Ok."]))[2])
+    locks = HomeLocks(home)
+    other = locks.index(key)  # another process, indexing this user
+    assert other.acquire()
+    registry = OpenMemories(home / "users")
+
+    async def scenario() -> tuple[int, int, int]:
+        indexer = Indexer(registry, debounce=0.02, locks=locks)
+        indexer.schedule(key)
+        await asyncio.sleep(0.3)
+        put_off, pending = indexer.elsewhere, pending_in(home / "users" / key)
+        other.release()
+        await indexer.wait_idle(60)
+        await indexer.stop()
+        return put_off, pending, indexer.runs[key]
+
+    try:
+        put_off, pending, runs = asyncio.run(scenario())
+    finally:
+        other.release()
+        registry.close_all()
+    assert put_off >= 2 and pending == 2  # tried again each debounce, nothing done meanwhile
+    assert runs == 1 and pending_in(home / "users" / key) == 0

@@ -205,15 +205,17 @@ class Indexer:
                 return "elsewhere"
         except OSError as exc:  # the home's lock directory cannot be written: no run
             self.failures[key] += 1
+            full = exc.errno in (errno.ENOSPC, errno.EDQUOT)  # tried again, as a full run is
+            outcome = "storage_full" if full else "error"
             log_event(
                 log,
                 "index_run",
                 level=logging.ERROR,
                 user_key=key,
-                outcome="error",
+                outcome=outcome,
                 error=type(exc).__name__,
             )
-            return "error"
+            return outcome
         try:
             return await self._run_locked(key, state)
         finally:
