@@ -13,6 +13,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -300,7 +301,10 @@ def test_a_killed_worker_is_replaced_and_no_acknowledged_post_is_lost(tmp_path):
                 texts = [f"Earlier note E-{n} of {user} about pump {n}.", "Ok."]
                 memory.store_turns(parse_gateway_body(body(user, f"early-{n}", texts))[2])
     server = ServerProcess(
-        home=home, env_extra=ENV, log_path=tmp_path / "w.log", args=("--workers", "2")
+        home=home,
+        env_extra=ENV | {"IRENEO_READ_TIMEOUT": "1"},
+        log_path=tmp_path / "w.log",
+        args=("--workers", "2"),
     )
     server.start(timeout=120)
     acked: list[tuple[str, str]] = []
@@ -323,6 +327,12 @@ def test_a_killed_worker_is_replaced_and_no_acknowledged_post_is_lost(tmp_path):
         while len(workers_of(server)) < 2:
             assert time.monotonic() < deadline, "the second worker never started"
             time.sleep(0.2)
+        # each worker keeps the read deadline of the settings (its protocol class is named, not made)
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as stalled:
+            stalled.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # never finished
+            started = time.monotonic()
+            assert stalled.recv(100).startswith(b"HTTP/1.1 408")
+            assert time.monotonic() - started < 5
         before = workers_of(server)
         poster.start()
         time.sleep(1.0)
