@@ -28,9 +28,10 @@
    with its neighbours and the rest of the window. A window whose last turn asks a question
    also shows the reply: a fact is often said in answer ("What did the numbers look like?" /
    "6.03% rejects"), and a hit that stopped at the question would leave the answer unseen.
-6. Shown: past ranking, an answer with a budget (the MCP tool's characters) shows more of each
-   hit's conversation while it fits (`widen`): evidence is often a turn or two beyond the
-   window, and short turns leave the budget mostly unused.
+6. Shown: past ranking, an answer with a budget (the MCP tool's characters) shows the next
+   hits and more of each hit's conversation while it fits (`widen`), whichever is worth more
+   by score first: evidence is often a turn or two beyond the window, or in the next hits,
+   and short turns leave the budget mostly unused.
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ NAME_CHECK_DEPTH = 10
 REACH = 12
 # How many hits past the k asked for `widen` may show while they fit: a bound on the work.
 FURTHER = 12
+# What a turn of a hit's growing context is worth less, for each turn it lies from its hit, in
+# the hits' fused scores (`widen`: a further hit is worth its score).
+GROWTH_COST = 0.1
 
 
 class Score(NamedTuple):
@@ -727,58 +731,87 @@ def widen(
     further: Sequence[Hit] = (),
     include_echoes: bool = False,
 ) -> list[Hit]:
-    """The hits, then the `further` hits (the next best, in rank order) while they fit, each
-    with its context grown while the whole answer still `fits` (the caller's budget for what it
-    shows): one turn at a time, the turn nearest its hit first (before it on a tie, so the sides
-    alternate), every hit's nearest ring before any hit's next one.
+    """The hits with more shown while the whole answer still `fits` (the caller's budget for
+    what it shows): the `further` hits (the next best, in rank order) and each hit's context
+    grown one turn at a time, whichever is worth more first.
+
+    A further hit is worth its score; the next turn out from a hit is worth that hit's score
+    less GROWTH_COST for each turn it lies from the hit, so a hit that stands well above the
+    rest shows more of its conversation before a weak further hit is shown, and close scores
+    show more hits. Each side grows from the turn nearest its hit (before it on a tie, so the
+    sides alternate). When the scores cannot be compared (a reranker's, out of rank order),
+    the further hits come first and then every hit's nearest ring before any next one.
 
     A further hit is shown without the turns a better hit already shows (passed over when its
-    own turn is one); the first that does not fit ends them. A side stops growing at the first turn that does not fit, at a turn
-    another hit already shows (a turn is shown once, beside the better hit), at the end of its
-    conversation, or REACH turns out. Ranking is untouched: this only shows more when turns are
-    short, and an answer that does not fit as it is stays exactly as it is.
+    own turn is one); the first that does not fit ends them. A side stops growing at the first
+    turn that does not fit, at a turn another hit already shows (a turn is shown once, beside
+    the better hit), at the end of its conversation, or REACH turns out. Ranking is untouched:
+    this only shows more when turns are short, and an answer that does not fit as it is stays
+    exactly as it is.
     """
     if not hits or not fits(hits):
         return hits
     hits = list(hits)
+    queue = list(further)
+    scores = [h.score for h in [*hits, *queue]]
+    cost = GROWTH_COST if all(a >= b for a, b in pairwise(scores)) else math.inf
     shown = {(h.session_id, t.seq) for h in hits for t in [h, *h.context]}
-    for hit in further:
-        if (hit.session_id, hit.seq) in shown:
-            continue
-        context = [t for t in hit.context if (hit.session_id, t.seq) not in shown]
-        hit = replace(hit, context=context)
-        if not fits([*hits, hit]):
-            break
-        hits.append(hit)
-        shown.update((hit.session_id, t.seq) for t in [hit, *context])
-    spans = [
-        (min(t.seq for t in [h, *h.context]), max(t.seq for t in [h, *h.context])) for h in hits
-    ]
-    # each side: the turns beyond the hit's span (the span's own are in hand), nearest first
-    reads = store.turn_windows(
-        [
-            window
-            for h, (lo, hi) in zip(hits, spans, strict=True)
-            for window in ((h.session_id, lo - REACH, lo - 1), (h.session_id, hi + 1, hi + REACH))
-        ]
-    )
     sides: dict[tuple[int, int], list[Turn]] = {}
-    for i in range(len(hits)):
-        sides[(i, 0)] = reads[2 * i][::-1]
-        sides[(i, 1)] = reads[2 * i + 1]
-    while sides := {side: outward for side, outward in sides.items() if outward}:
-        i, side = min(sides, key=lambda s: (abs(sides[s][0].seq - hits[s[0]].seq), s))
-        turn = sides[(i, side)].pop(0)
+
+    def read_sides(first: int) -> None:
+        """The turns beyond the span of each hit from `first` on, nearest first."""
+        spans = [(h, [t.seq for t in [h, *h.context]]) for h in hits[first:]]
+        reads = store.turn_windows(
+            [
+                window
+                for h, seqs in spans
+                for window in (
+                    (h.session_id, min(seqs) - REACH, min(seqs) - 1),
+                    (h.session_id, max(seqs) + 1, max(seqs) + REACH),
+                )
+            ]
+        )
+        for i in range(len(spans)):
+            sides[(first + i, 0)] = reads[2 * i][::-1]
+            sides[(first + i, 1)] = reads[2 * i + 1]
+
+    def worth(side: tuple[int, int]) -> tuple[float, int, int, int]:
+        """What the next turn of a side is worth, then the ties: nearer, better hit, before."""
+        i, which = side
+        away = abs(sides[side][0].seq - hits[i].seq)
+        return (hits[i].score - cost * away if cost < math.inf else -away, -away, -i, -which)
+
+    read_sides(0)
+    while True:
+        sides = {side: outward for side, outward in sides.items() if outward}
+        while queue and (queue[0].session_id, queue[0].seq) in shown:
+            queue.pop(0)
+        ring = max(sides, key=worth) if sides else None
+        if queue and (ring is None or cost == math.inf or queue[0].score >= worth(ring)[0]):
+            hit = queue.pop(0)
+            hit = replace(
+                hit, context=[t for t in hit.context if (hit.session_id, t.seq) not in shown]
+            )
+            if not fits([*hits, hit]):
+                queue = []  # the first that does not fit ends them
+                continue
+            hits.append(hit)
+            shown.update((hit.session_id, t.seq) for t in [hit, *hit.context])
+            read_sides(len(hits) - 1)
+            continue
+        if ring is None:
+            return hits
+        i, _ = ring
+        turn = sides[ring].pop(0)
         if turn.echo and not include_echoes:
             continue  # not shown, and no reason to stop there
         context = sorted([*hits[i].context, turn.as_context()], key=lambda t: t.seq)
         grown = [*hits[:i], replace(hits[i], context=context), *hits[i + 1 :]]
         if (hits[i].session_id, turn.seq) in shown or not fits(grown):
-            sides[(i, side)] = []  # this side is done
+            sides[ring] = []  # this side is done
             continue
         hits = grown
         shown.add((hits[i].session_id, turn.seq))
-    return hits
 
 
 def _asks(text: str) -> bool:
