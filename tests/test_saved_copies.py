@@ -143,6 +143,51 @@ def test_every_array_header_reads_back_as_numpy_wrote_it() -> None:
     assert np.array_equal(unpack(archive.getvalue())["ids"], np.arange(4))
 
 
+DAMAGED_HEADERS = [
+    # numpy's parser, which reads any header the strict pattern does not, fails on these with
+    # tokenize's TokenError or a TypeError, not a ValueError
+    (b"'fortran_order': False, 'shape'", b"'fortran_order': False,B'shape'"),
+    (b",), }", b",3, }"),
+]
+
+
+@pytest.mark.parametrize(("was", "made"), DAMAGED_HEADERS)
+def test_a_damaged_array_header_is_refused_as_no_saved_copy(was, made) -> None:
+    data = bytes(pack({"ids": np.arange(5, dtype=np.int64), "names": ["a", "b"]}))
+    assert was in data
+    with pytest.raises(ValueError):
+        unpack(data.replace(was, made, 1))
+
+
+@pytest.mark.parametrize("text", [b"[" * 100_000, b'{"a": 1}', b"7"], ids=["deep", "dict", "7"])
+def test_a_list_of_strings_that_pack_never_wrote_is_refused(text) -> None:
+    data = io.BytesIO()
+    np.savez(data, **{"names.strings": np.frombuffer(text, dtype=np.uint8)})
+    with pytest.raises(ValueError):
+        unpack(data.getvalue())
+
+
+@pytest.mark.parametrize(("was", "made"), DAMAGED_HEADERS)
+def test_a_saved_copy_with_a_damaged_header_is_built_from_the_rows(
+    home, tmp_path, save_early, caplog, was, made
+):
+    with Memory(home) as memory:
+        memory.index(
+            [conversation(tmp_path / "a", "pumps", ["the seal on P-003 leaks", "MT-4471"])]
+        )
+        expected = recalled(memory, "P-003 seal")
+    with sqlite3.connect(home / "memory.db") as db:
+        for name, data in db.execute("SELECT name, data FROM saved_copies").fetchall():
+            db.execute(
+                "UPDATE saved_copies SET data = ? WHERE name = ?",
+                (bytes(data).replace(was, made, 1), name),
+            )
+    with caplog.at_level(logging.WARNING, logger="ireneo.store"), Memory(home) as memory:
+        assert recalled(memory, "P-003 seal") == expected
+        assert "is unreadable" in caplog.text
+        assert saved_rows(home) == {}  # dropped: the next index saves them again
+
+
 def test_a_fresh_process_starts_from_the_saved_copies_and_reads_only_newer_rows(
     home, tmp_path, save_early, monkeypatch
 ):

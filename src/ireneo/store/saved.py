@@ -51,12 +51,24 @@ def unpack(data: bytes | memoryview) -> dict[str, np.ndarray | list[str]]:
                 array = _stored_array(view, entry)
                 name = entry.filename.removesuffix(".npy")
                 if name.endswith(_STRINGS):
-                    parts[name.removesuffix(_STRINGS)] = json.loads(array.tobytes())
+                    parts[name.removesuffix(_STRINGS)] = _strings(array.tobytes(), name)
                 else:
                     parts[name] = array
     except (OSError, EOFError, zipfile.BadZipFile, UnicodeDecodeError, struct.error) as exc:
         raise ValueError(f"not a saved copy: {exc}") from exc
     return parts
+
+
+def _strings(text: bytes, name: str) -> list[str]:
+    """A list of strings as `pack` wrote it. JSON nested deeper than Python's recursion limit
+    (no list `pack` writes) raises RecursionError, and anything but a list is not `pack`'s."""
+    try:
+        strings = json.loads(text)
+    except RecursionError as exc:
+        raise ValueError(f"{name} is nested too deep") from exc
+    if not isinstance(strings, list):
+        raise ValueError(f"{name} is not a list")
+    return strings
 
 
 _LOCAL_HEADER = struct.Struct("<4s22xHH")  # a zip entry's signature, its name's and extra's sizes
@@ -109,11 +121,16 @@ def _array_header(
     }.get(version)
     if read_header is None:
         raise ValueError(f"{name}: .npy version {version}")
-    shape, fortran_order, dtype = read_header(header)
+    try:
+        shape, fortran_order, dtype = read_header(header)
+    except ValueError:
+        raise
+    except Exception as exc:  # numpy's parser on a damaged header: TokenError, TypeError...
+        raise ValueError(f"{name}: an unreadable header ({type(exc).__name__})") from exc
     return shape, fortran_order, dtype, start + header.tell()
 
 
-@functools.cache
+@functools.lru_cache(maxsize=64)  # pack writes a handful; a damaged file may name any number
 def _dtype(descr: bytes) -> np.dtype:
     try:
         return np.dtype(descr.decode())
