@@ -573,11 +573,12 @@ class SQLiteStore(Store[sqlite3.Connection]):
         ]
         # the windows as one JSON value: one statement text whatever their number, so the
         # connection's cache of prepared statements holds one (a text per count held ~9 KiB
-        # each, ~135 KiB a memory after 16 recalls)
+        # each, ~135 KiB a memory after 16 recalls); json_extract, not ->> (SQLite 3.38+)
         with self._lock:
             rows = self._db.execute(
                 f"SELECT w.key, {_TURN_COLUMNS} FROM json_each(?) w JOIN turns t "
-                "ON t.session_id = w.value ->> 0 AND t.seq BETWEEN w.value ->> 1 AND w.value ->> 2 "
+                "ON t.session_id = json_extract(w.value, '$[0]') "
+                "AND t.seq BETWEEN json_extract(w.value, '$[1]') AND json_extract(w.value, '$[2]') "
                 "ORDER BY w.key, t.seq, t.id",
                 (json.dumps(bounds),),
             ).fetchall()
