@@ -3,6 +3,7 @@ that is safe, and what a recall reads without a round trip is what the rows say.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -158,3 +159,50 @@ def test_the_vectors_counters_come_with_the_layouts(pg_pool):
     assert store._vectors_counted is not None
     store.vectors()  # used, once
     assert store._vectors_counted is None
+
+
+def scope_left(pool) -> tuple:
+    """What the pool's one connection holds between transactions: its transaction status and
+    the settings a transaction sets for itself (each must end with it)."""
+    with pool.connection() as conn:
+        status = conn.info.transaction_status
+        scope, path = conn.execute(
+            "SELECT current_setting('app.user_id', true), current_setting('search_path')"
+        ).fetchone()  # type: ignore[misc]
+    return status, scope or None, path  # '' once a transaction has set it and ended
+
+
+def test_no_users_scope_outlives_its_transaction_on_any_path(pg_database, one_connection):
+    """Every way a store uses a pooled connection, ending well or failing, leaves it idle with
+    no user's scope: the next user's transaction starts from nothing of the last one's."""
+    before = scope_left(one_connection)
+    assert before[0] == psycopg.pq.TransactionStatus.IDLE and before[1] is None
+    name = user()
+    store = PostgresStore(one_connection, name)
+    store.set_meta("colour", "green")
+    store.record_returned([], datetime.now(UTC), datetime.now(UTC))
+
+    def fail_in_transaction() -> None:
+        with store._transaction() as tx:
+            tx.execute("SELECT 1")
+            raise RuntimeError("the caller's own failure")
+
+    def abandon_a_stream() -> None:
+        rows = store._stream("SELECT g FROM generate_series(1, 10000) AS g WHERE %s <> ''", (name,))
+        next(rows)
+        rows.close()
+
+    paths = [
+        lambda: store.get_meta("colour"),
+        lambda: store._read(("SELECT 1/0", ())),  # a read that fails
+        lambda: store._binary("SELECT 1/0 WHERE %s <> ''", (name,)),  # a binary read that fails
+        lambda: store._stream("SELECT 1/0 WHERE %s <> ''", (name,)).__next__(),
+        fail_in_transaction,
+        abandon_a_stream,
+        lambda: store._saved_data("layout", 0),
+        lambda: store.layout(),
+    ]
+    for n, path in enumerate(paths):
+        with contextlib.suppress(psycopg.Error, RuntimeError):
+            path()
+        assert scope_left(one_connection) == before, f"path {n}"
