@@ -92,7 +92,7 @@ def open_pool(url: str, *, max_size: int = 8) -> ConnectionPool:
         # a connection handed out is checked first, without a round trip unless PostgreSQL
         # has closed it or said something since (after a restart the idle ones are dead); one
         # that dies later fails its first round trip, which the store retries once where that
-        # is safe (PostgresStore._connection)
+        # is safe (_on_connection)
         check=check_quietly,
         # while PostgreSQL is down a request waits at most this long for a connection, then
         # fails (ingest 503, recall's fail-soft sentence) instead of hanging
@@ -125,8 +125,8 @@ def check_quietly(conn: psycopg.Connection) -> None:
     something to read. An idle connection is sent nothing, so anything there (the end of the
     stream, or PostgreSQL's last word before it closed the connection) means it is dying, and
     the full check (an empty query) tells; else it is handed out as it is. The check every
-    connection used to get was a round trip per read: five of the eleven a warm recall waited
-    for (docs/scaling.md)."""
+    connection used to get was a round trip per read: half of those a warm recall waited for
+    (docs/scaling.md, item 10)."""
     if conn.closed or conn.broken:
         raise psycopg.OperationalError("the connection is closed")
     poller = select.poll()
