@@ -18,7 +18,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from importlib import resources
 from typing import TYPE_CHECKING
@@ -413,6 +413,15 @@ def _database(settings: Settings) -> ConnectionPool | None:
         return open_pool(settings.database_url, max_size=size)
     except (pg_schema.SchemaError, SchemaOutdated) as exc:
         raise ConfigError(str(exc)) from None
+
+
+def check_database(settings: Settings) -> None:
+    """Refuse (ConfigError) what `create_app` would refuse of the database, keeping no pool:
+    the parent of `--workers` asks once, since uvicorn starts a worker that fails again and
+    again for ever."""
+    pool = _database(replace(settings, db_upgrade=False))
+    if pool is not None:
+        pool.close()
 
 
 def upgrade_database(settings: Settings) -> None:

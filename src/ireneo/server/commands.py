@@ -80,7 +80,7 @@ def serve(
     if workers > 1:
         from ireneo.server.processes import serve as serve_workers
 
-        try:  # each worker checks the rest as it starts (the parent stops if one cannot)
+        try:  # what a worker would refuse is refused here, once, before any starts
             serve_workers(settings, host=host, port=port, workers=workers)
         except ConfigError as exc:
             raise click.ClickException(f"refusing to start: {exc}") from None

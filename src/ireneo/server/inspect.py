@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import logging
 import secrets
 import sqlite3
 import time
@@ -47,9 +48,12 @@ from ireneo.memory import Memory
 from ireneo.model import ConversationSummary, Hit, Turn
 from ireneo.server.auth import IreneoJWTVerifier, caller_user
 from ireneo.server.forget import Forgetter
+from ireneo.server.logs import log_event
 from ireneo.server.memories import OpenMemories, user_key
 from ireneo.server.tools import recall_hits
 from ireneo.users import user_problem
+
+log = logging.getLogger("ireneo.server")
 
 COOKIE = "ireneo_inspect"
 SESSION_SECONDS = 8 * 3600
@@ -104,24 +108,47 @@ class Sessions:
         self.clock = clock
         self.max_total = max_total
         self.per_user = per_user
+        try:
+            self._db = self._open(path)
+        except sqlite3.DatabaseError as exc:
+            # Sign-ins are disposable (a person signs in again); the memories the server serves
+            # are not: a damaged file costs sign-ins shared between processes, never the server.
+            log_event(
+                log,
+                "inspect_sessions_unreadable",
+                level=logging.WARNING,
+                path=str(path),
+                error=str(exc),
+                fix="remove the file; sign-ins are kept in this process meanwhile",
+            )
+            self._db = self._open(None)
+
+    @staticmethod
+    def _open(path: Path | None) -> sqlite3.Connection:
+        """The sessions' table in the file at `path` (made if missing), or in RAM for None."""
         if path is not None:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             path.touch(mode=0o600, exist_ok=True)
         # the event loop's thread only, but opened where the app is built
-        self._db = sqlite3.connect(
+        db = sqlite3.connect(
             str(path) if path is not None else ":memory:",
             isolation_level=None,
             check_same_thread=False,
         )
-        self._db.execute("PRAGMA busy_timeout=5000")
-        if path is not None:
-            self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS sessions (n INTEGER PRIMARY KEY AUTOINCREMENT, "
-            "digest TEXT UNIQUE NOT NULL, key TEXT NOT NULL, operator INTEGER NOT NULL, "
-            "expires REAL NOT NULL, csrf TEXT NOT NULL)"
-        )
-        self._db.execute("CREATE INDEX IF NOT EXISTS sessions_key ON sessions (key, n)")
+        try:
+            db.execute("PRAGMA busy_timeout=5000")
+            if path is not None:
+                db.execute("PRAGMA journal_mode=WAL")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS sessions (n INTEGER PRIMARY KEY AUTOINCREMENT, "
+                "digest TEXT UNIQUE NOT NULL, key TEXT NOT NULL, operator INTEGER NOT NULL, "
+                "expires REAL NOT NULL, csrf TEXT NOT NULL)"
+            )
+            db.execute("CREATE INDEX IF NOT EXISTS sessions_key ON sessions (key, n)")
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+        return db
 
     def __len__(self) -> int:
         return self._db.execute("SELECT count(*) FROM sessions").fetchone()[0]

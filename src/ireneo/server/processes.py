@@ -41,15 +41,17 @@ def app():
 
 def serve(settings: Settings, *, host: str, port: int, workers: int) -> None:
     """Run `workers` processes on `host:port` with `settings` (checked by the caller); blocks
-    until stopped. The schema upgrade, if asked, is done once here, before any worker starts."""
+    until stopped. The schema upgrade, if asked, is done once here, before any worker starts, and
+    what the workers would refuse of the database (ConfigError) is refused here."""
     import uvicorn
 
     os.environ["IRENEO_HOME"] = str(settings.home)
     os.environ["IRENEO_DEV"] = "1" if settings.dev else "0"
-    if settings.db_upgrade:
-        from ireneo.server.app import upgrade_database
+    from ireneo.server.app import check_database, upgrade_database
 
+    if settings.db_upgrade:
         upgrade_database(settings)
+    check_database(settings)  # a worker that cannot start would be started again for ever
     os.environ["IRENEO_DB_UPGRADE"] = "0"
     uvicorn.run(
         APP,
