@@ -3,8 +3,14 @@ must not stop the home from being served. Real server processes on 127.0.0.1, re
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import uuid
+
 import httpx2
+import psycopg
 import pytest
+from psycopg import conninfo
 
 from ireneo.benchmark.server_process import INGEST_KEY, ServerProcess
 from ireneo.server.inspect import SESSIONS_FILE
@@ -39,3 +45,52 @@ def test_a_damaged_sign_in_file_does_not_keep_the_server_from_starting(tmp_path)
         assert answer.status_code == 202
     finally:
         server.stop()
+
+
+@pytest.fixture
+def database_without_schema(pg_database):
+    """A database of the test cluster that `ireneo db upgrade` never ran on."""
+    name = f"review_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_database.superuser_url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    yield conninfo.make_conninfo(pg_database.superuser_url, dbname=name)
+    with psycopg.connect(pg_database.superuser_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+WORKERS_RESTARTED = pytest.mark.xfail(
+    strict=True,
+    reason="uvicorn's parent restarts a worker that cannot build the app, for ever; "
+    "for the server's author (server/processes.py), then to drop this mark",
+)
+
+
+@pytest.mark.parametrize(
+    "workers", ["1", pytest.param("2", marks=[WORKERS_RESTARTED, pytest.mark.slow])]
+)
+def test_a_server_whose_workers_cannot_start_exits_refusing(
+    tmp_path, database_without_schema, workers
+):
+    """`ireneo serve` refuses to start when the database's schema is not upgraded (a
+    ConfigError from building the app). With --workers N the app is built in each worker, and
+    commands.py says "the parent stops if one cannot"; under uvicorn 0.54 it does not: each
+    worker dies and is started again, the parent stays alive with no worker serving, and a
+    supervisor that watches the process never learns that the server is down."""
+    server = ServerProcess(home=tmp_path / "home", database_url=database_without_schema)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ireneo.cli", "serve", "--port", str(server.port)]
+        + ["--workers", workers],
+        env=server.env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        process.wait(timeout=90)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(30)
+        raise AssertionError(f"--workers {workers}: still running after 90 s") from None
+    finally:
+        if process.stderr is not None:
+            process.stderr.close()
+    assert process.returncode != 0
