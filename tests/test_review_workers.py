@@ -16,16 +16,11 @@ from ireneo.benchmark.server_process import INGEST_KEY, ServerProcess
 from ireneo.server.inspect import SESSIONS_FILE
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="server/inspect.py opens the sign-in file at start and does not survive damage; "
-    "for the server's author to fix, then to drop this mark",
-)
 def test_a_damaged_sign_in_file_does_not_keep_the_server_from_starting(tmp_path):
     """The inspector's sign-ins are disposable (a user signs in again); the memories are not.
     A damaged `inspect-sessions.sqlite` (a torn write, a full disk, any stray bytes) made
-    `build_state` raise `sqlite3.DatabaseError: file is not a database`, so no process would
-    start: no ingest, no recall, for the sake of a table of sign-ins."""
+    `build_state` raise `sqlite3.DatabaseError: file is not a database`, so no process
+    started: no ingest, no recall, for the sake of a table of sign-ins."""
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
     (home / SESSIONS_FILE).write_bytes(b"not a database, but a damaged file " * 64)
@@ -58,24 +53,15 @@ def database_without_schema(pg_database):
         conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
-WORKERS_RESTARTED = pytest.mark.xfail(
-    strict=True,
-    reason="uvicorn's parent restarts a worker that cannot build the app, for ever; "
-    "for the server's author (server/processes.py), then to drop this mark",
-)
-
-
-@pytest.mark.parametrize(
-    "workers", ["1", pytest.param("2", marks=[WORKERS_RESTARTED, pytest.mark.slow])]
-)
+@pytest.mark.parametrize("workers", ["1", "2"])
 def test_a_server_whose_workers_cannot_start_exits_refusing(
     tmp_path, database_without_schema, workers
 ):
     """`ireneo serve` refuses to start when the database's schema is not upgraded (a
     ConfigError from building the app). With --workers N the app is built in each worker, and
-    commands.py says "the parent stops if one cannot"; under uvicorn 0.54 it does not: each
-    worker dies and is started again, the parent stays alive with no worker serving, and a
-    supervisor that watches the process never learns that the server is down."""
+    uvicorn 0.54 starts a worker that dies again, for ever: the parent stayed alive with no
+    worker serving, and a supervisor that watches the process never learned that the server
+    was down. The parent now refuses what a worker would, once, before any starts."""
     server = ServerProcess(home=tmp_path / "home", database_url=database_without_schema)
     process = subprocess.Popen(
         [sys.executable, "-m", "ireneo.cli", "serve", "--port", str(server.port)]
