@@ -14,6 +14,9 @@ from psycopg import conninfo
 
 from ireneo.benchmark.server_process import INGEST_KEY, ServerProcess
 from ireneo.server.inspect import SESSIONS_FILE
+from tests.test_workers import memory_dir, pair, post, recall
+
+__all__ = ["pair"]  # the two processes on one home, a fixture of tests/test_workers.py
 
 
 def test_a_damaged_sign_in_file_does_not_keep_the_server_from_starting(tmp_path):
@@ -80,3 +83,23 @@ def test_a_server_whose_workers_cannot_start_exits_refusing(
         if process.stderr is not None:
             process.stderr.close()
     assert process.returncode != 0
+
+
+def test_a_user_deleted_and_made_again_elsewhere_is_not_served_from_the_deleted_file(pair):
+    """B holds ria's memory open; A deletes ria (DELETE /users) and a post through A makes the
+    directory again. B must notice at its next lease (server/memories.py compares the
+    directory's (device, inode) with the one it opened): neither show the deleted conversation
+    nor write a post into the deleted file. Were the new directory given the inode number just
+    freed, which ext4 does for a plain directory made again at once, B would not notice; on
+    this machine, with the memory's files held open, it was not reused (0 of 30 tries)."""
+    a, b = pair
+    assert post(b, "ria", "old", ["Old note OLD-7 about the boiler.", "Ok."]) == 202
+    assert "OLD-7" in recall(b, "ria", "OLD-7")  # B holds the memory open
+    before = memory_dir(a, "ria").stat().st_ino
+    answer = httpx2.delete(a.url + "/users/ria", headers={"x-ingest-key": INGEST_KEY}, timeout=30)
+    assert answer.status_code == 200
+    assert post(a, "ria", "mid", ["Middle note MID-8 about the pump.", "Ok."]) == 202
+    reused = memory_dir(a, "ria").stat().st_ino == before  # what makes the case (ext4: always)
+    assert "OLD-7" not in recall(b, "ria", "OLD-7 boiler"), f"inode reused: {reused}"
+    assert post(b, "ria", "new", ["New note NEW-9 about the valve.", "Ok."]) == 202
+    assert "NEW-9" in recall(a, "ria", "NEW-9"), f"inode reused: {reused}"
