@@ -573,15 +573,28 @@ class SQLiteStore(Store[sqlite3.Connection]):
         ]
         # the windows as one JSON value: one statement text whatever their number, so the
         # connection's cache of prepared statements holds one (a text per count held ~9 KiB
-        # each, ~135 KiB a memory after 16 recalls); json_extract, not ->> (SQLite 3.38+)
-        with self._lock:
-            rows = self._db.execute(
+        # each, ~135 KiB a memory after 16 recalls); json_extract, not ->> (SQLite 3.38+).
+        # SQLite's JSON functions end a string at NUL, which a .funes.jsonl session_id may
+        # hold: such windows are bound one value each, as they are.
+        if any("\x00" in sid for sid, _, _ in bounds):
+            query = (
+                "WITH w(key, session_id, lo, hi) AS (VALUES "
+                + ", ".join(["(?, ?, ?, ?)"] * len(bounds))
+                + f") SELECT w.key, {_TURN_COLUMNS} FROM w JOIN turns t "
+                "ON t.session_id = w.session_id AND t.seq BETWEEN w.lo AND w.hi "
+                "ORDER BY w.key, t.seq, t.id"
+            )
+            params: tuple = tuple(v for i, bound in enumerate(bounds) for v in (i, *bound))
+        else:
+            query = (
                 f"SELECT w.key, {_TURN_COLUMNS} FROM json_each(?) w JOIN turns t "
                 "ON t.session_id = json_extract(w.value, '$[0]') "
                 "AND t.seq BETWEEN json_extract(w.value, '$[1]') AND json_extract(w.value, '$[2]') "
-                "ORDER BY w.key, t.seq, t.id",
-                (json.dumps(bounds),),
-            ).fetchall()
+                "ORDER BY w.key, t.seq, t.id"
+            )
+            params = (json.dumps(bounds),)
+        with self._lock:
+            rows = self._db.execute(query, params).fetchall()
         turns: list[list[Turn]] = [[] for _ in windows]
         for row in rows:
             turns[row[0]].append(_turn(row[1:]))

@@ -1,0 +1,29 @@
+"""The embedded store's reads of turn windows (store/sqlite.py): each window's turns are those
+of its own conversation, whatever characters the conversation's id holds."""
+
+from __future__ import annotations
+
+from ireneo import Memory
+from tests.conftest import turn_line, write_jsonl
+
+
+def test_a_conversation_id_holding_nul_reads_its_own_turns(home, tmp_path):
+    """The .funes.jsonl format admits any string without ':' as a session_id. Windows bound as
+    one JSON value are read by SQLite's JSON functions, which end a string at NUL: the window
+    of "a\\x00b" read the turns of "a", and recall showed them as a hit of "a\\x00b"."""
+    lines = [
+        turn_line("a", 0, "alpha apple orchard"),
+        turn_line("a", 1, "alpha reply"),
+        turn_line("a\x00b", 0, "bravo boiler valve"),
+        turn_line("a\x00b", 1, "bravo reply"),
+    ]
+    source = write_jsonl(tmp_path / "src" / "two.funes.jsonl", lines)
+    with Memory(home) as memory:
+        memory.index([source])
+        windows = memory.store.turn_windows([("a\x00b", None, None), ("a", 0, 0)])
+        assert [[(t.session_id, t.seq) for t in window] for window in windows] == [
+            [("a\x00b", 0), ("a\x00b", 1)],
+            [("a", 0)],
+        ]
+        hits = memory.recall("bravo boiler", k=1)
+        assert hits[0].session_id == "a\x00b" and hits[0].text == "bravo boiler valve"
