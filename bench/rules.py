@@ -36,6 +36,7 @@ VARIANTS: dict[str, dict | None] = {
     "no name share (name_weight 0)": {"name_weight": 0.0},
     "no speaker's name (speakers off)": {"speakers": False},
     "no time share (time_weight 0)": {"time_weight": 0.0},
+    "meaning reads the speakers' names (unnamed_meaning off)": {"unnamed_meaning": False},
     "no adjacent pairs (pair_weight 0)": {"pair_weight": 0.0},
     "Okapi's length norm (0.75)": {"length_norm": 0.75},
     "more meaning (lexical_weight 0.5)": {"lexical_weight": 0.5},

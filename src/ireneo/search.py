@@ -23,7 +23,9 @@
    of the memory's speakers (a turn's role, "Caroline") counts in every turn they speak.
    A day, month or year the query names ("on 8 May, 2023", ireneo.periods) adds a share to
    the windows said then, whose best passages are candidates too: the tool takes only a
-   query, so a question about a time can say it only in words.
+   query, so a question about a time can say it only in words. The meaning side reads the
+   query without the speakers' names ("What did Melanie paint?" as "What did paint?"): turns
+   are embedded without their speaker, and the name would draw the turns that greet them.
 5. Hits: best windows first; in each, the turn that matched best on its own is the hit, shown
    with its neighbours and the rest of the window. A window whose last turn asks a question
    also shows the reply: a fact is often said in answer ("What did the numbers look like?" /
@@ -100,6 +102,10 @@ class Fusion:
     (ireneo.periods), whose best passages by BM25 are candidates too.
     lift: the embedding model's calibration of when the memory answers a query at all
     (ireneo.relevance; None: words alone).
+    unnamed_meaning: the meaning side ranks by the query without the names of the memory's
+    speakers: a turn is embedded without its speaker, so a speaker's name in the query draws
+    only the turns that greet them. Whether the memory answers at all is still judged on the
+    query as asked.
     """
 
     lexical_weight: float = 0.7
@@ -110,6 +116,7 @@ class Fusion:
     time_weight: float = 0.4
     lift: relevance.Lift | None = None
     candidates: int = CANDIDATES
+    unnamed_meaning: bool = True
 
 
 def recall(
@@ -159,6 +166,13 @@ def window_scores(
     if embed_query is not None and store.vectors_unread():
         store.vectors()
     layout = store.layout()
+    # the meaning side ranks by the query without its speakers' names, embedded beside it
+    unnamed_text = _without_speakers(query, layout.names.names) if fusion.unnamed_meaning else query
+    unnamed_job = None
+    if embed_query is not None and unnamed_text != query:
+        unnamed_job = pool("query").submit(
+            _nearest, store, embed_query, unnamed_text, filters, fusion
+        )
     sequence = terms(query, hangul)  # in order, with repeats: for pairs and names
     stats = store.term_stats(words) if words else TermStats(0, 0.0, {})
     rarer = selective(words, stats)
@@ -179,6 +193,9 @@ def window_scores(
     near = layout.visible(layout.near(seeds, 2 * radius), filters)
     counts = _counts(layout, near, lexical)
     vector, dense_found, median = dense.result()
+    unnamed = vector
+    if unnamed_job is not None:
+        unnamed, dense_found = unnamed_job.result()
     # a passage embedded but not yet in this layout (stored meanwhile) waits for the next query
     dense_seeds = layout.positions(dense_found)
     # both ascending and each once (layout.near), so as they are
@@ -192,11 +209,14 @@ def window_scores(
     if not len(seeds):
         return {}
     cosines = (
-        store.dense_scores(vector, layout.ids[near])
-        if vector is not None
+        store.dense_scores(unnamed, layout.ids[near])
+        if unnamed is not None
         else np.full(len(near), math.nan)
     )
-    turns = _turn_features(layout, near, counts, cosines, seeds, filters)
+    asked = cosines
+    if unnamed is not vector:
+        asked = store.dense_scores(vector, layout.ids[near])
+    turns = _turn_features(layout, near, counts, cosines, seeds, filters, asked)
     centres = _centres(turns, radius)
     if fusion.speakers:
         _add_speakers(turns, layout, lexical, hangul)
@@ -256,9 +276,31 @@ def _dense_seeds(
     (none, none and nan without an embedder)."""
     if embed_query is None:
         return None, [], math.nan
-    vector = embed_query(query)
-    found = [pid for pid, _ in store.dense_search(vector, fusion.candidates, filters)]
+    vector, found = _nearest(store, embed_query, query, filters, fusion)
     return vector, found, store.dense_median(vector)
+
+
+def _nearest(
+    store: Store,
+    embed_query: Callable[[str], np.ndarray],
+    text: str,
+    filters: Filters,
+    fusion: Fusion,
+) -> tuple[np.ndarray, list[int]]:
+    """The vector of `text` as a query, and the passages nearest to it."""
+    vector = embed_query(text)
+    return vector, [pid for pid, _ in store.dense_search(vector, fusion.candidates, filters)]
+
+
+def _without_speakers(query: str, roles: list[str]) -> str:
+    """The query without the names of the memory's speakers (capitalised roles), unchanged
+    when nothing else would be left."""
+    text = query
+    for role in roles:
+        if role[:1].isupper() and role in text:
+            text = re.sub(r"\b" + re.escape(role) + r"(?:'s|’s)?\b", "", text)
+    text = re.sub(r"\s+", " ", text).strip()
+    return text if re.search(r"\w", text) else query
 
 
 @dataclass(frozen=True)
@@ -497,6 +539,7 @@ class _Turns:
     admitted: np.ndarray  # the time, role and conversation filters admit it as a hit
     roles: np.ndarray  # who spoke it: the layout's role code
     ts: np.ndarray  # when: whole seconds, UTC
+    asked: np.ndarray  # best cosine with the query as asked (relevance)
 
 
 def _counts(layout: PassageLayout, near: np.ndarray, lexical: LexicalQuery) -> np.ndarray:
@@ -516,6 +559,7 @@ def _turn_features(
     cosines: np.ndarray,
     seeds: np.ndarray,
     filters: Filters,
+    asked: np.ndarray,
 ) -> _Turns:
     """Per turn of the passages at `near`: their feature counts and lengths summed, their best
     cosine (`cosines`: the passages', nan where none is embedded yet), whether one of them is a
@@ -527,6 +571,10 @@ def _turn_features(
     lengths = np.bincount(turn_of, weights=layout.lengths[near], minlength=len(keys))
     best = np.full(len(keys), math.nan)
     np.fmax.at(best, turn_of, cosines)  # nan only where no passage is embedded yet
+    best_asked = best
+    if asked is not cosines:
+        best_asked = np.full(len(keys), math.nan)
+        np.fmax.at(best_asked, turn_of, asked)
     seeded = np.zeros(len(keys), dtype=bool)
     seeded[turn_of[np.isin(near, seeds)]] = True
     admitted = layout.admitted(near[first], filters)  # the filters are of turns
@@ -540,6 +588,7 @@ def _turn_features(
         admitted,
         roles,
         layout.ts[near[first]],
+        best_asked,
     )
 
 
@@ -571,6 +620,7 @@ def _fuse_windows(
     counts = np.vstack([turns.counts, np.zeros((1, len(weights)))])
     lengths = np.append(turns.lengths, average)
     cosines = np.append(turns.cosines, math.nan)
+    asked = cosines if turns.asked is turns.cosines else np.append(turns.asked, math.nan)
     wanted = centres[:, None] + np.arange(-radius, radius + 1)
     slot = np.minimum(np.searchsorted(turns.keys, wanted), absent - 1)
     members = np.where(turns.keys[slot] == wanted, slot, absent)
@@ -579,7 +629,8 @@ def _fuse_windows(
     window_counts = np.minimum(counts[members].sum(axis=1), 1)
     window_length = lengths[members].sum(axis=1)
     window_cosine = np.fmax.reduce(cosines[members], axis=1)  # nan only where none is embedded
-    if not _answers(window_counts, window_cosine, median, lexical, fusion):
+    window_asked = window_cosine if asked is cosines else np.fmax.reduce(asked[members], axis=1)
+    if not _answers(window_counts, window_asked, median, lexical, fusion):
         return centres[:0], np.zeros(0), np.zeros(0)
     centre = members[:, radius]
     b = fusion.length_norm
