@@ -206,3 +206,29 @@ def test_no_users_scope_outlives_its_transaction_on_any_path(pg_database, one_co
         with contextlib.suppress(psycopg.Error, RuntimeError):
             path()
         assert scope_left(one_connection) == before, f"path {n}"
+
+
+def test_vectors_stored_after_the_counters_were_read_are_not_read_twice(pg_pool, tmp_path):
+    """A recall reads the vectors' counters with the layout's, then its vectors on the query
+    worker (up to COUNTED_FOR later). Vectors stored in between, behind a copy already behind
+    the count, are read beyond the count: what the copy lacked, not a sign that it is wrong.
+    Reading every vector again whole for it cost a large memory's whole read on recalls made
+    while it was being indexed."""
+    from ireneo import Memory
+
+    name = user()
+    conversation(tmp_path / "one", "pump-1", ["The pump on line 3 failed.", "Bearing replaced."])
+    conversation(tmp_path / "two", "fan-2", ["The fan on line 4 hums.", "Belt changed.", "Ok."])
+    conversation(tmp_path / "three", "valve-3", ["Valve V-9 sticks.", "Greased it."])
+    with Memory(database=pg_pool, user=name) as memory:
+        memory.index([tmp_path / "one"])
+        reader = PostgresStore(pg_pool, name)
+        assert len(reader.vectors()) == 2
+        memory.index([tmp_path / "two"])
+        read: list[int] = []
+        rows = reader._vector_rows
+        reader._vector_rows = lambda after: (read.append(pid) or (pid, v) for pid, v in rows(after))
+        reader._passage_counters()  # a recall's layout: the vectors' counters (5) come with it
+        memory.index([tmp_path / "three"])  # stored meanwhile, through another connection
+        assert len(reader.vectors()) == 7
+    assert len(read) == 5  # the five the copy lacked, once each

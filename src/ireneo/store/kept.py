@@ -2,9 +2,10 @@
 
 The store keeps two counters by trigger: the rows it holds and the rows it ever deleted (an
 edited or forgotten turn's). After a deletion the copy is read again whole, so nothing forgotten
-stays in RAM; else only the rows after the last id held are read. Where ids commit out of order
-(PostgreSQL's sequences), a count still off after that read means an older id landed late: the
-copy is read again whole.
+stays in RAM; else only the rows after the last id held are read. A count off after that read
+is asked again (rows may have been stored since it was read); where ids commit out of order
+(PostgreSQL's sequences), a count still off means an older id landed late: the copy is read
+again whole.
 
 A store may also keep a saved copy (store/saved.py): a fresh copy then starts from it, when it
 was saved at the same count of deletions, and reads only the rows after it.
@@ -44,13 +45,20 @@ class KeptCopy(Generic[C]):
         """The copy, brought up to date; `counters()` gives (rows held, rows ever deleted)."""
         with self._lock:
             count, deletes = counters()
-            if deletes != self._deletes:
-                start = self._saved(deletes) if self._saved else None
-                self._copy, self._deletes = start or self._empty(), deletes
-            if count != len(self._copy):
-                self._copy = grow(self._copy)
-                if len(self._copy) != count:
-                    self._copy = grow(self._empty())
+            for asked in (1, 2):
+                if deletes != self._deletes:
+                    start = self._saved(deletes) if self._saved else None
+                    self._copy, self._deletes = start or self._empty(), deletes
+                if count != len(self._copy):
+                    self._copy = grow(self._copy)
+                if len(self._copy) == count or asked == 2:
+                    break
+                # Off after the read: rows stored since the counters were read (a store may
+                # answer with counters read a moment before), a deletion since, or an older id
+                # landed late. Counters read again tell; only the last needs the whole read.
+                count, deletes = counters()
+            if len(self._copy) != count:
+                self._copy = grow(self._empty())
             return self._copy
 
     @property
