@@ -87,11 +87,10 @@ def test_a_server_whose_workers_cannot_start_exits_refusing(
 
 def test_a_user_deleted_and_made_again_elsewhere_is_not_served_from_the_deleted_file(pair):
     """B holds ria's memory open; A deletes ria (DELETE /users) and a post through A makes the
-    directory again. B must notice at its next lease (server/memories.py compares the
-    directory's (device, inode) with the one it opened): neither show the deleted conversation
-    nor write a post into the deleted file. Were the new directory given the inode number just
-    freed, which ext4 does for a plain directory made again at once, B would not notice; on
-    this machine, with the memory's files held open, it was not reused (0 of 30 tries)."""
+    directory again. B must notice at its next lease (server/memories.py compares the memory
+    file's (device, inode) with the one it opened): neither show the deleted conversation nor
+    write a post into the deleted file. The file's, not the directory's: ext4 gives a directory
+    made again at once the inode number just freed, while B's open file keeps its inode."""
     a, b = pair
     assert post(b, "ria", "old", ["Old note OLD-7 about the boiler.", "Ok."]) == 202
     assert "OLD-7" in recall(b, "ria", "OLD-7")  # B holds the memory open

@@ -16,7 +16,7 @@ most every few seconds: server/trim.py).
 
 Another process serving the same home (`ireneo serve --workers N`) may delete a user's directory
 (DELETE /users/...) and a post may make it again: a lease first checks that the directory is the
-one its open memory was opened from (its inode), else closes that memory and opens the new one,
+one its open memory was opened from (its file's inode), else closes that memory and opens the new one,
 so no write goes to a deleted file.
 
 With a PostgreSQL `database` (a connection pool shared by every memory), a user's memory is the
@@ -42,6 +42,7 @@ from ireneo.index import Progress
 from ireneo.memory import Memory
 from ireneo.server.logs import log_event
 from ireneo.server.trim import Trim
+from ireneo.store.sqlite import DB_NAME
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
@@ -64,7 +65,7 @@ class _Entry:
     leases: int = 0
     retired: bool = False
     bytes: int = 0  # its estimate of the RAM it holds, as of its last lease
-    identity: tuple[int, int] | None = None  # its directory's (device, inode), on SQLite
+    identity: tuple[int, int] | None = None  # its file's (device, inode), on SQLite
 
 
 @dataclass
@@ -367,8 +368,11 @@ class OpenMemories:
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
+    """The (device, inode) of the memory's file in the user's directory `path`: the file, not
+    the directory, since an open memory holds its file open, so its inode cannot be reused by
+    a new file while the old memory is open (a freed directory's inode can be, at once)."""
     try:
-        found = path.stat()
+        found = (path / DB_NAME).stat()
     except OSError:
         return None
     return found.st_dev, found.st_ino
