@@ -41,6 +41,8 @@ VARIANTS: dict[str, dict | None] = {
     "Okapi's length norm (0.75)": {"length_norm": 0.75},
     "more meaning (lexical_weight 0.5)": {"lexical_weight": 0.5},
     "more words (lexical_weight 0.85)": {"lexical_weight": 0.85},
+    "lexical_weight 0.65 (e5's)": {"lexical_weight": 0.65},
+    "lexical_weight 0.7 (MiniLM's)": {"lexical_weight": 0.7},
     "no relevance gate": {"lift": relevance.Lift(alone=-1.0, with_words=-1.0)},
     "further hits before any growth (growth cost ∞)": {"growth_cost": math.inf},
     "growth cost 0.05": {"growth_cost": 0.05},

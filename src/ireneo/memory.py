@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ireneo import index as indexing
-from ireneo import relevance, search
+from ireneo import search
 from ireneo.config import Settings
 from ireneo.echoes import is_echo
 from ireneo.embed import DEFAULT_MODEL, Embedder, load_embedder
@@ -98,7 +98,7 @@ class Memory:
         self._embedder: Embedder | None = None
         self._embedder_lock = threading.Lock()
         self._refs: dict[str, str] = {}  # conversation_ref's answers, kept (see there)
-        self.fusion = search.Fusion(lift=relevance.LIFTS.get(self.model_name))
+        self.fusion = search.Fusion.for_model(self.model_name)
         # the last stage of every recall (ireneo.rerank): `rerank`, else the settings', else none
         self.rerank = rerank or settings.rerank or None
         check_reranker(self.rerank)

@@ -66,6 +66,9 @@ NAME_CHECK_DEPTH = 10
 REACH = 12
 # How many hits past the k asked for `widen` may show while they fit: a bound on the work.
 FURTHER = 12
+# BM25's share against the dense side's, for a model that reads better than the default's
+# (docs/ranking.md: measured per model, on LoCoMo and every generated family and language).
+LEXICAL_WEIGHTS = {"e5-small-q8": 0.65}
 # What a turn of a hit's growing context is worth less, for each turn it lies from its hit, in
 # the hits' fused scores (`widen`: a further hit is worth its score).
 GROWTH_COST = 0.1
@@ -89,7 +92,7 @@ class Fusion:
     """How rankings are combined; each weight in [0, 1]. What each rule buys, measured on
     LoCoMo and on the generated histories, is in docs/ranking.md.
 
-    lexical_weight: BM25's share against the dense side's.
+    lexical_weight: BM25's share against the dense side's (per model: `for_model`).
     pair_weight: two query terms found side by side ("norwood works") count as one more term,
     at this share of the rarer one's IDF, so a phrase beats its words scattered over a turn.
     name_weight: added to a window that holds a name the query mentions (analyze.names: an
@@ -117,6 +120,13 @@ class Fusion:
     lift: relevance.Lift | None = None
     candidates: int = CANDIDATES
     unnamed_meaning: bool = True
+
+    @classmethod
+    def for_model(cls, model: str | None) -> Fusion:
+        """The fusion for a memory embedded by `model`: its relevance calibration, and its
+        lexical weight where one was measured for it (LEXICAL_WEIGHTS)."""
+        weight = LEXICAL_WEIGHTS.get(model or "", cls.lexical_weight)
+        return cls(lexical_weight=weight, lift=relevance.LIFTS.get(model) if model else None)
 
 
 def recall(
