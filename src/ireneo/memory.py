@@ -189,6 +189,7 @@ class Memory:
             self.store.drop_vectors()
             self.store.set_meta("model", embedder.name)
             self._embedder, self.model_name = embedder, embedder.name
+            self.fusion = search.Fusion.for_model(self.model_name)  # its calibration and weight
         return indexing.embed_pending(self.store, embedder, progress)
 
     # -- reads ------------------------------------------------------------------------------
