@@ -160,3 +160,13 @@ def test_the_cli_reads_the_environment_once_and_passes_it_down(tmp_path, home):
     result = runner.invoke(main, ["status", "--home", str(home)], env={"IRENEO_RECALL_K": "many"})
     assert result.exit_code == 1
     assert "IRENEO_RECALL_K='many': give a whole number of at least 1" in result.output
+
+
+def test_a_worker_process_reads_its_parents_command_line_choices(tmp_path):
+    """`ireneo serve --workers N`: each worker builds its settings from the environment, so the
+    parent's flags (--home, --dev) travel there; the schema upgrade is the parent's alone."""
+    parent = Settings.from_env({}, home=tmp_path / "home", dev=True, db_upgrade=True)
+    worker = Settings.from_env(parent.worker_env())
+    assert (worker.home, worker.dev, worker.db_upgrade) == (tmp_path / "home", True, False)
+    quiet = Settings.from_env({"IRENEO_DEV": "1"}, home=tmp_path / "home", dev=False)
+    assert Settings.from_env(quiet.worker_env()).dev is False

@@ -251,6 +251,16 @@ class Settings:
         _read(env)
         return list(dict.fromkeys(env.names))
 
+    def worker_env(self) -> dict[str, str]:
+        """The variables under which `from_env` in a worker process (`ireneo serve --workers`)
+        gives these settings' command-line choices: the home and dev mode; the schema upgrade
+        is the parent's, done before any worker starts."""
+        return {
+            "IRENEO_HOME": str(self.home),
+            "IRENEO_DEV": "1" if self.dev else "0",
+            "IRENEO_DB_UPGRADE": "0",
+        }
+
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
 

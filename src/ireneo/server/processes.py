@@ -45,14 +45,12 @@ def serve(settings: Settings, *, host: str, port: int, workers: int) -> None:
     what the workers would refuse of the database (ConfigError) is refused here."""
     import uvicorn
 
-    os.environ["IRENEO_HOME"] = str(settings.home)
-    os.environ["IRENEO_DEV"] = "1" if settings.dev else "0"
     from ireneo.server.app import check_database, upgrade_database
 
     if settings.db_upgrade:
         upgrade_database(settings)
     check_database(settings)  # a worker that cannot start would be started again for ever
-    os.environ["IRENEO_DB_UPGRADE"] = "0"
+    os.environ.update(settings.worker_env())
     uvicorn.run(
         APP,
         factory=True,
