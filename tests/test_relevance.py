@@ -86,19 +86,24 @@ def test_each_window_is_judged_on_its_own_lift_and_words():
     assert relevance.answers(np.array([0.0, 0.6]), 1.0, np.array([0.8, np.nan]), 0.73, E5, 1000)
 
 
-@pytest.fixture(scope="module")
-def large_e5_memory(tmp_path_factory):
-    """1,000 generated conversations (6,000 turns) indexed with e5: the size at which the best
-    of the passages unrelated to a question lies as far above its median as an answer does."""
+def _e5_memory(directory, conversations: int, lang: str, family: str, questions: int):
+    """A generated history (seed 11) indexed with e5 in `directory`: the memory, open while the
+    caller uses it, and the history's questions."""
     from ireneo import Memory
     from ireneo.benchmark.generate import generate, write_funes_jsonl
 
-    generated = generate(1000, lang="en", family="A", seed=11, questions=20)
-    directory = tmp_path_factory.mktemp("large")
+    generated = generate(conversations, lang=lang, family=family, seed=11, questions=questions)
     write_funes_jsonl(generated, directory / "src")
     with Memory(directory / "home", model="e5-small-q8") as memory:
         memory.index([directory / "src"])
         yield memory, generated.questions
+
+
+@pytest.fixture(scope="module")
+def large_e5_memory(tmp_path_factory):
+    """1,000 generated conversations (6,000 turns) indexed with e5: the size at which the best
+    of the passages unrelated to a question lies as far above its median as an answer does."""
+    yield from _e5_memory(tmp_path_factory.mktemp("large"), 1000, "en", "A", questions=20)
 
 
 @pytest.mark.slow
@@ -122,15 +127,7 @@ def long_korean_questions(tmp_path_factory):
     """200 generated Korean conversations (1,200 turns) of template family C, indexed with e5:
     questions wrapped in their own phrasing ("for the monthly report I need..."), most of whose
     words the memory never saw."""
-    from ireneo import Memory
-    from ireneo.benchmark.generate import generate, write_funes_jsonl
-
-    generated = generate(200, lang="ko", family="C", seed=11, questions=50)
-    directory = tmp_path_factory.mktemp("korean")
-    write_funes_jsonl(generated, directory / "src")
-    with Memory(directory / "home", model="e5-small-q8") as memory:
-        memory.index([directory / "src"])
-        yield memory, generated.questions
+    yield from _e5_memory(tmp_path_factory.mktemp("korean"), 200, "ko", "C", questions=50)
 
 
 @pytest.mark.slow
