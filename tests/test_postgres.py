@@ -20,7 +20,7 @@ from ireneo.errors import NotFound
 from ireneo.store import Filters, pg_schema
 from ireneo.store import base as store_base
 from ireneo.store.postgres import PostgresStore, SchemaOutdated, open_pool
-from tests.conftest import conversation
+from tests.conftest import conversation, turn_line, write_jsonl
 
 TABLES = [*pg_schema.USER_TABLES, "index_jobs", "users", "migrations"]
 
@@ -274,3 +274,20 @@ def test_recall_echoes_are_flagged_and_left_out_on_postgres(pg_pool, tmp_path):
             h.session_id == "todo"
             for h in memory.recall("N-11 upgrade scheduled", k=5, include_echoes=True)
         )
+
+
+def test_turn_windows_read_conversations_whose_ids_quote_and_escape(pg_pool, tmp_path):
+    """The windows are sent as literals in the query's text (a VALUES list, bound and quoted
+    by psycopg): an id holding quotes, backslashes, placeholders or SQL reads its own turns."""
+    ids = ["it's", "back\\slash", "%s %(u)s", "$$'; DROP TABLE turns; --", "E'\\x41'", "плюс"]
+    lines = [turn_line(sid, seq, f"{n} turn {seq}") for n, sid in enumerate(ids) for seq in (0, 1)]
+    source = write_jsonl(tmp_path / "src" / "ids.funes.jsonl", lines)
+    with Memory(database=pg_pool, user=user()) as memory:
+        memory.index([source])
+        windows = memory.store.turn_windows(
+            [(sid, seq, seq) for sid in reversed(ids) for seq in (1, 0)] + [("it", None, None)]
+        )
+        assert [[(t.session_id, t.seq, t.text) for t in w] for w in windows] == [
+            [(sid, seq, f"{ids.index(sid)} turn {seq}")] for sid in reversed(ids) for seq in (1, 0)
+        ] + [[]]
+        assert len(memory.store.get_turns("it's", None, None)) == 2
