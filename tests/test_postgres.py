@@ -277,9 +277,18 @@ def test_recall_echoes_are_flagged_and_left_out_on_postgres(pg_pool, tmp_path):
 
 
 def test_turn_windows_read_conversations_whose_ids_quote_and_escape(pg_pool, tmp_path):
-    """The windows are sent as literals in the query's text (a VALUES list, bound and quoted
-    by psycopg): an id holding quotes, backslashes, placeholders or SQL reads its own turns."""
-    ids = ["it's", "back\\slash", "%s %(u)s", "$$'; DROP TABLE turns; --", "E'\\x41'", "плюс"]
+    """The windows are sent as one JSON value (read by json_to_recordset): an id holding
+    quotes, backslashes, placeholders, JSON's escapes or SQL reads its own turns, and open
+    bounds read to the conversation's ends."""
+    ids = [
+        "it's",
+        "back\\slash",
+        "%s %(u)s",
+        "$$'; DROP TABLE turns; --",
+        "E'\\x41'",
+        'q"\\u0041"',
+        "плюс",
+    ]
     lines = [turn_line(sid, seq, f"{n} turn {seq}") for n, sid in enumerate(ids) for seq in (0, 1)]
     source = write_jsonl(tmp_path / "src" / "ids.funes.jsonl", lines)
     with Memory(database=pg_pool, user=user()) as memory:

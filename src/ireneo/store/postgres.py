@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 import secrets
 import select
@@ -76,9 +77,6 @@ class SchemaOutdated(RuntimeError):
 
 POOL_TIMEOUT = 10.0  # seconds
 SEEN_KEPT = 4096  # conversations named without a round trip (conversation_ref), at most
-# a row of turn_windows' VALUES (a negative number cast bare, -2147483648::int, is the
-# negation of a cast that overflows)
-_WINDOW = "(CAST(%s AS int), CAST(%s AS text), CAST(%s AS int), CAST(%s AS int))"
 COUNTED_FOR = 0.5  # seconds the vectors' counters read with the layout's stand for a new read
 
 
@@ -696,19 +694,24 @@ class PostgresStore(Store[psycopg.Cursor]):
         low, high = -(2**31), 2**31 - 1  # seq is an integer column
         # each window looked up on its own (OFFSET 0 keeps the planner from flattening it): an
         # index range whatever the planner believes about a user it has no statistics for yet.
-        # The windows are a VALUES list: four unnested arrays cost PostgreSQL and psycopg's
-        # quoting twice as much (docs/scaling.md, item 12).
-        values = []
-        for i, (sid, lo, hi) in enumerate(windows):
-            first = low if lo is None else min(max(lo, low), high)
-            last = high if hi is None else min(max(hi, low), high)
-            values += (i, sid, first, last)
+        # The windows are one JSON value: four arrays were quoted element by element in
+        # Python, and a VALUES list (a placeholder a value) is parsed anew by psycopg past 50
+        # placeholders (docs/scaling.md, item 12).
+        bounded = [
+            {
+                "i": i,
+                "s": sid,
+                "l": low if lo is None else min(max(lo, low), high),
+                "h": high if hi is None else min(max(hi, low), high),
+            }
+            for i, (sid, lo, hi) in enumerate(windows)
+        ]
         rows = self._all(
             "SELECT w.i, t.session_id, t.turn_uuid, t.seq, t.ts, t.role, t.harness, t.blocks, "
-            f"t.echo FROM (VALUES {', '.join([_WINDOW] * len(windows))}) AS w(i, sid, lo, hi) "
-            "CROSS JOIN LATERAL (SELECT * FROM turns WHERE user_id = %s AND session_id = w.sid "
-            "AND seq BETWEEN w.lo AND w.hi OFFSET 0) t ORDER BY w.i, t.seq, t.id",
-            (*values, self.user),
+            "t.echo FROM json_to_recordset(%s::json) AS w(i int, s text, l int, h int) "
+            "CROSS JOIN LATERAL (SELECT * FROM turns WHERE user_id = %s AND session_id = w.s "
+            "AND seq BETWEEN w.l AND w.h OFFSET 0) t ORDER BY w.i, t.seq, t.id",
+            (json.dumps(bounded, ensure_ascii=False), self.user),
         )
         turns: list[list[Turn]] = [[] for _ in windows]
         for i, sid, uuid, seq, ts, role, harness, value, echo in rows:
