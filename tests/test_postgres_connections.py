@@ -232,3 +232,40 @@ def test_vectors_stored_after_the_counters_were_read_are_not_read_twice(pg_pool,
         memory.index([tmp_path / "three"])  # stored meanwhile, through another connection
         assert len(reader.vectors()) == 7
     assert len(read) == 5  # the five the copy lacked, once each
+
+
+def test_the_layouts_counters_come_with_the_term_statistics_of_the_same_thread(
+    pg_pool, tmp_path
+):
+    """A recall asks for the term statistics, then the layout: the corpus row read with the
+    statistics answers the layout's counters, once, on the thread that read it. Another
+    thread's layout reads the row itself (it may come after a write the first read missed),
+    and so does the next layout of the same thread."""
+    import threading
+
+    from ireneo import Memory
+
+    name = user()
+    conversation(tmp_path / "one", "pump-1", ["The pump on line 3 failed.", "Bearing replaced."])
+    conversation(tmp_path / "two", "fan-2", ["The fan on line 4 hums.", "Belt changed.", "Ok."])
+    with Memory(database=pg_pool, user=name) as memory:
+        memory.index([tmp_path / "one"])
+        reader = PostgresStore(pg_pool, name)
+        reads: list[str] = []
+        read = reader._read
+        reader._read = lambda *q, **kw: reads.append(q[0][0]) or read(*q, **kw)
+        assert reader.term_stats(["pump"]).passages == 2
+        memory.index([tmp_path / "two"])  # acknowledged after the statistics were read
+        other: list[int] = []
+        worker = threading.Thread(target=lambda: other.append(len(reader.layout())))
+        worker.start()
+        worker.join()
+        assert other == [5]  # its own read of the row: the write is there
+        reads.clear()
+        assert len(reader.layout()) == 5  # this thread's counters said 2: read again, as behind
+        assert reader.term_stats(["pump"]).passages == 5
+        reads.clear()
+        assert len(reader.layout()) == 5
+        assert reads == []  # the counters read with the statistics: no round trip
+        assert len(reader.layout()) == 5
+        assert len(reads) == 1  # used once

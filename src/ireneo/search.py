@@ -175,6 +175,8 @@ def window_scores(
     dense = pool("query").submit(_dense_seeds, store, embed_query, query, filters, fusion)
     if embed_query is not None and store.vectors_unread():
         store.vectors()
+    # the statistics before the layout: PostgreSQL reads the layout's counters with them
+    stats = store.term_stats(words) if words else TermStats(0, 0.0, {})
     layout = store.layout()
     # the meaning side ranks by the query without its speakers' names, embedded beside it
     unnamed_text = _without_speakers(query, layout.names.names) if fusion.unnamed_meaning else query
@@ -184,7 +186,6 @@ def window_scores(
             _nearest, store, embed_query, unnamed_text, filters, fusion
         )
     sequence = terms(query, hangul)  # in order, with repeats: for pairs and names
-    stats = store.term_stats(words) if words else TermStats(0, 0.0, {})
     rarer = selective(words, stats)
     seeds = keyword_candidates(layout, stats, rarer, fusion.candidates, filters)
     times = periods.periods(query) if fusion.time_weight else []

@@ -24,6 +24,7 @@ import json
 import logging
 import secrets
 import select
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -77,7 +78,16 @@ class SchemaOutdated(RuntimeError):
 
 POOL_TIMEOUT = 10.0  # seconds
 SEEN_KEPT = 4096  # conversations named without a round trip (conversation_ref), at most
-COUNTED_FOR = 0.5  # seconds the vectors' counters read with the layout's stand for a new read
+COUNTED_FOR = 0.5  # seconds counters read with other values stand for a new read
+# The corpus row: the statistics BM25 reads (passages, terms) and the counters that keep
+# search's copies up to date (store/kept.py).
+_COUNTERS = (
+    "SELECT passages, terms, passage_deletes, vectors, vector_deletes FROM corpus "
+    "WHERE user_id = %s"
+)
+_TERM_DF = (
+    "SELECT term, docs FROM term_df WHERE user_id = %s AND term = ANY(%s::text[]) AND docs > 0"
+)
 
 
 def open_pool(url: str, *, max_size: int = 8) -> ConnectionPool:
@@ -265,6 +275,7 @@ class PostgresStore(Store[psycopg.Cursor]):
         self._pool = open_pool(database, max_size=2) if isinstance(database, str) else database
         self._keep_copies()
         self._vectors_counted: tuple[float, tuple[int, int]] | None = None  # _passage_counters
+        self._counted = threading.local()  # the corpus row as each thread's term_stats read it
         self._seen: set[str] = set()  # conversations whose turns were just read (turn_windows)
         # One round trip: the user's rows made if new (both idempotent), then every meta row,
         # which answers the first get_meta of each key (a memory asks a few as it opens).
@@ -624,30 +635,35 @@ class PostgresStore(Store[psycopg.Cursor]):
 
     # -- search candidates ---------------------------------------------------------------------------
     def term_stats(self, terms: list[str]) -> TermStats:
-        corpus, found = self._read(
-            ("SELECT passages, terms FROM corpus WHERE user_id = %s", (self.user,)),
-            (
-                "SELECT term, docs FROM term_df WHERE user_id = %s AND term = ANY(%s::text[]) "
-                "AND docs > 0",
-                (self.user, terms),
-            ),
+        """Read with every counter of the corpus row, which answer this thread's next
+        `_passage_counters` within COUNTED_FOR seconds: a recall asks for the statistics, then
+        for the layout, and one read of the row is one round trip less."""
+        corpus, found = self._read((_COUNTERS, (self.user,)), (_TERM_DF, (self.user, terms)))
+        passages, total, passage_deletes, vectors, vector_deletes = (
+            corpus[0] if corpus else (0, 0, 0, 0, 0)
         )
-        df = dict(found)
-        passages, total = corpus[0] if corpus else (0, 0)
-        return TermStats.counted(passages, total, df)
+        self._counted.row = (
+            time.monotonic(),
+            (passages, passage_deletes),
+            (vectors, vector_deletes),
+        )
+        return TermStats.counted(passages, total, dict(found))
 
     def _passage_counters(self) -> tuple[int, int]:
-        """Read with the vectors' counters, which answer the next `_vector_counters` within
+        """The counters this thread's `term_stats` read within COUNTED_FOR seconds (used once:
+        a second ask reads the row, and a thread never takes another's, which may have read it
+        before a write this thread has seen acknowledged), else the row read now. Either way
+        the vectors' counters read with them answer the next `_vector_counters` within
         COUNTED_FOR seconds: a recall asks for both (the layout, then on its query worker the
         vectors), and one row read once is one round trip less and a consistent pair."""
-        row = self._one(
-            "SELECT passages, passage_deletes, vectors, vector_deletes FROM corpus "
-            "WHERE user_id = %s",
-            (self.user,),
-        )
-        passages, passage_deletes, vectors, vector_deletes = row if row else (0, 0, 0, 0)
-        self._vectors_counted = (time.monotonic(), (vectors, vector_deletes))
-        return passages, passage_deletes
+        counted, self._counted.row = getattr(self._counted, "row", None), None
+        if counted is None or time.monotonic() - counted[0] >= COUNTED_FOR:
+            row = self._one(_COUNTERS, (self.user,))
+            passages, _, passage_deletes, vectors, vector_deletes = row if row else (0,) * 5
+            counted = (time.monotonic(), (passages, passage_deletes), (vectors, vector_deletes))
+        at, passage_counters, vector_counters = counted
+        self._vectors_counted = (at, vector_counters)
+        return passage_counters
 
     def _passage_rows(self, after: int) -> Iterator[PassageRow]:
         rows = self._stream(
