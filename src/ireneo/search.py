@@ -43,7 +43,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from itertools import pairwise
+from itertools import islice, pairwise
 from typing import NamedTuple, Protocol
 
 import numpy as np
@@ -72,6 +72,8 @@ LEXICAL_WEIGHTS = {"e5-small-q8": 0.65}
 # What a turn of a hit's growing context is worth less, for each turn it lies from its hit, in
 # the hits' fused scores (`widen`: a further hit is worth its score).
 GROWTH_COST = 0.1
+# The turns whose written names a memory's layout keeps for names_in_memory: a bound on RAM.
+WRITTEN_HELD = 16_384
 
 
 class Score(NamedTuple):
@@ -424,12 +426,60 @@ def names_in_memory(
         for word in re.findall(r"[^\W\d_]+", query)
         if not set(terms(word, hangul)).isdisjoint(rarer)
     ]
+    if not cues:
+        return []
     found: dict[tuple[str, ...], list[str]] = {}
-    for window in store.turn_windows([(sid, seq, seq) for sid, seq in layout.turns(keys)]):
-        for text in (turn.text for turn in window):
-            if any(cue in text for cue in cues):
-                found.update((tuple(n), n) for n in written_names(text) if tuple(n) in runs)
+    if all(cue[:1].isupper() and _LETTERS.fullmatch(cue) for cue in cues):
+        marked = ["\n" + cue for cue in cues]
+        for written in _written(store, layout, keys):
+            for marks, held in written:
+                if any(run in runs for run in held) and any(cue in marks for cue in marked):
+                    found.update((run, list(run)) for run in held if run in runs)
+    else:  # a cue without a capital to find it by (Hangul): the turns' own text
+        for window in store.turn_windows([(sid, seq, seq) for sid, seq in layout.turns(keys)]):
+            for text in (turn.text for turn in window):
+                if any(cue in text for cue in cues):
+                    found.update((tuple(n), n) for n in written_names(text) if tuple(n) in runs)
     return [name for run, name in found.items() if not any(_inside(run, o) for o in found)]
+
+
+# A run of letters: a cue is one (names_in_memory), and is found in a text only inside one.
+_LETTERS = re.compile(r"[^\W\d_]+")
+# What a turn writes, for names_in_memory: its marks (see _marks) and its written names.
+Written = tuple[str, tuple[tuple[str, ...], ...]]
+
+
+def _written(store: Store, layout: PassageLayout, keys: np.ndarray) -> list[tuple[Written, ...]]:
+    """What the turns of each key write, one entry a turn in the store's order: read and
+    parsed once per turn while the layout (or one it grows into) holds it (`layout.written`),
+    since a turn's text never changes but by a deletion, after which the layout is new."""
+    held = layout.written
+    wanted = keys.tolist()
+    missing = [key for key in wanted if key not in held]
+    if missing:
+        windows = [(sid, seq, seq) for sid, seq in layout.turns(np.array(missing, dtype=np.int64))]
+        room = WRITTEN_HELD - len(held)
+        read = {}
+        for key, window in zip(missing, store.turn_windows(windows), strict=True):
+            texts = [turn.text for turn in window]
+            read[key] = tuple((_marks(t), tuple(map(tuple, written_names(t)))) for t in texts)
+        if room > 0:
+            held.update(islice(read.items(), room))
+        return [held[key] if key in held else read[key] for key in wanted]
+    return [held[key] for key in wanted]
+
+
+def _marks(text: str) -> str:
+    """Every run of letters of `text` from each of its capitals on, each after a line break:
+    a capitalised cue (names_in_memory) is in the text exactly when a line break followed by
+    it is in these, since a run of letters can hold it only from a capital on."""
+    return "".join(
+        "\n" + run[i:]
+        for run in _LETTERS.findall(text)
+        if not run.islower()
+        for i, c in enumerate(run)
+        if c.isupper()
+    )
 
 
 def _inside(run: tuple[str, ...], other: tuple[str, ...]) -> bool:

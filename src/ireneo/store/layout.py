@@ -82,7 +82,8 @@ class Codes:
 
 class PassageLayout:
     """Passages by id, ascending, with their turn keys, filter columns and terms. Never changed
-    once built: a store swaps in a new one as passages arrive (and rebuilds after a deletion)."""
+    once built (but for `written`, a cache): a store swaps in a new one as passages arrive (and
+    rebuilds after a deletion)."""
 
     def __init__(self) -> None:
         self.ids = np.zeros(0, dtype=np.int64)
@@ -98,6 +99,9 @@ class PassageLayout:
         self._by_turn = np.zeros(0, dtype=np.int64)  # positions ordered by turn key
         self._sorted_keys = np.zeros(0, dtype=np.int64)
         self._postings: _Postings | None = None  # built at the first keyword search
+        # what search read of each turn's text, by turn key (search.names_in_memory): kept while
+        # the turn's passages are, which a new layout built after a deletion starts without
+        self.written: dict[int, object] = {}
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -152,6 +156,9 @@ class PassageLayout:
         new.tokens = np.concatenate([self.tokens, tokens])
         new._order_turns()
         new._postings = self._postings  # still true of the passages it covers
+        if self.written:  # a turn that gained passages may have been stored again
+            added = set(np.unique(keys).tolist())
+            new.written = {k: v for k, v in self.written.items() if k not in added}
         return new
 
     def saved(self) -> memoryview:
