@@ -234,9 +234,7 @@ def test_vectors_stored_after_the_counters_were_read_are_not_read_twice(pg_pool,
     assert len(read) == 5  # the five the copy lacked, once each
 
 
-def test_the_layouts_counters_come_with_the_term_statistics_of_the_same_thread(
-    pg_pool, tmp_path
-):
+def test_the_layouts_counters_come_with_the_term_statistics_of_the_same_thread(pg_pool, tmp_path):
     """A recall asks for the term statistics, then the layout: the corpus row read with the
     statistics answers the layout's counters, once, on the thread that read it. Another
     thread's layout reads the row itself (it may come after a write the first read missed),
@@ -269,3 +267,45 @@ def test_the_layouts_counters_come_with_the_term_statistics_of_the_same_thread(
         assert reads == []  # the counters read with the statistics: no round trip
         assert len(reader.layout()) == 5
         assert len(reads) == 1  # used once
+
+
+def test_a_first_recall_reads_both_saved_copies_in_one_round_trip(pg_pool, tmp_path, monkeypatch):
+    """A memory's first recall reads its vectors' saved copy, then its layout's (or its query
+    worker asks for the vectors first): the two copies come in one round trip, whichever
+    thread asks, and the recall finds what the memory that built them finds."""
+    import threading
+
+    from ireneo import Memory
+    from ireneo.store import base as store_base
+
+    monkeypatch.setattr(store_base, "SAVE_AFTER", 1)
+    name = user()
+    conversation(tmp_path / "one", "pump-1", ["The pump on line 3 failed.", "Bearing replaced."])
+    conversation(tmp_path / "two", "fan-2", ["The fan on line 4 hums.", "Belt changed."])
+    with Memory(database=pg_pool, user=name) as memory:
+        memory.index([tmp_path])
+        built = [(hit.session_id, hit.seq) for hit in memory.recall("pump failed", k=2)]
+    reader = PostgresStore(pg_pool, name)
+    reads: list[str] = []
+    binary = reader._binary
+    reader._binary = lambda *a: reads.append(a[0]) or binary(*a)
+    worker = threading.Thread(target=reader.vectors)  # the query worker's ask
+    worker.start()
+    worker.join()
+    assert reader.term_stats(["pump"]).passages == 4
+    assert len(reader.vectors()) == 4
+    assert len(reader.layout()) == 4
+    assert len(reads) == 1 and reader._saved_ahead is None
+    with Memory(database=pg_pool, user=name) as fresh:
+        fresh_binary = fresh.store._binary
+        fresh.store._binary = lambda *a: reads.append(a[0]) or fresh_binary(*a)
+        assert [(hit.session_id, hit.seq) for hit in fresh.recall("pump failed", k=2)] == built
+    assert len(reads) == 2
+    # a deletion drops both saved copies (the passages_unsaved trigger): built from the rows
+    memory = Memory(database=pg_pool, user=name)
+    memory.forget("fan-2")
+    memory.close()
+    other = PostgresStore(pg_pool, name)
+    other.term_stats(["pump"])
+    assert len(other.vectors()) == 2 and len(other.layout()) == 2
+    assert other._saved_ahead is None

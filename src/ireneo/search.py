@@ -175,10 +175,10 @@ def window_scores(
     # releases the GIL): the embedding takes ~3 ms, this side ~2. In a fresh process the model
     # loads there (~0.1 s) while both copies are read here, so that it then only scans.
     dense = pool("query").submit(_dense_seeds, store, embed_query, query, filters, fusion)
+    # the statistics before the copies: PostgreSQL reads the copies' counters with them
+    stats = store.term_stats(words) if words else TermStats(0, 0.0, {})
     if embed_query is not None and store.vectors_unread():
         store.vectors()
-    # the statistics before the layout: PostgreSQL reads the layout's counters with them
-    stats = store.term_stats(words) if words else TermStats(0, 0.0, {})
     layout = store.layout()
     # the meaning side ranks by the query without its speakers' names, embedded beside it
     unnamed_text = _without_speakers(query, layout.names.names) if fusion.unnamed_meaning else query

@@ -85,6 +85,14 @@ _COUNTERS = (
     "SELECT passages, terms, passage_deletes, vectors, vector_deletes FROM corpus "
     "WHERE user_id = %s"
 )
+_SAVED = (
+    "SELECT name, deletes, data FROM saved_copies WHERE user_id = %s AND name = %s AND deletes = %s"
+)
+_SAVED_WITH_LAYOUT = (  # and the layout's copy, if saved at the corpus row's count
+    "SELECT s.name, s.deletes, s.data FROM saved_copies s JOIN corpus c "
+    "ON c.user_id = s.user_id WHERE s.user_id = %s AND (s.name = %s AND s.deletes = %s "
+    "OR s.name = 'layout' AND s.deletes = c.passage_deletes)"
+)
 _TERM_DF = (
     "SELECT term, docs FROM term_df WHERE user_id = %s AND term = ANY(%s::text[]) AND docs > 0"
 )
@@ -276,6 +284,7 @@ class PostgresStore(Store[psycopg.Cursor]):
         self._keep_copies()
         self._vectors_counted: tuple[float, tuple[int, int]] | None = None  # _passage_counters
         self._counted = threading.local()  # the corpus row as each thread's term_stats read it
+        self._saved_ahead: tuple[str, int, float, bytes] | None = None  # _saved_data
         self._seen: set[str] = set()  # conversations whose turns were just read (turn_windows)
         # One round trip: the user's rows made if new (both idempotent), then every meta row,
         # which answers the first get_meta of each key (a memory asks a few as it opens).
@@ -363,12 +372,12 @@ class PostgresStore(Store[psycopg.Cursor]):
     def _all(self, query: str, params: tuple | dict) -> list[tuple]:
         return self._read((query, params))[0]
 
-    def _binary(self, query: str, params: tuple) -> tuple | None:
-        """The first row of a read whose values are bytes (binary, not text's hex), in one
-        round trip: the transaction, the scope and the query sent as a pipeline. Retried once on
+    def _binary(self, query: str, params: tuple) -> list[tuple]:
+        """The rows of a read whose values are bytes (binary, not text's hex), in one round
+        trip: the transaction, the scope and the query sent as a pipeline. Retried once on
         another connection if this one is found dead."""
 
-        def read(conn: psycopg.Connection) -> tuple | None:
+        def read(conn: psycopg.Connection) -> list[tuple]:
             try:
                 with conn.cursor(binary=True) as cur:
                     with conn.pipeline():
@@ -376,7 +385,7 @@ class PostgresStore(Store[psycopg.Cursor]):
                         conn.execute(_SCOPE, (self.user,))
                         cur.execute(query, params)
                         conn.execute("COMMIT")
-                    return cur.fetchone()  # the pipeline's results came as it ended
+                    return cur.fetchall()  # the pipeline's results came as it ended
             except BaseException:
                 if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
                     conn.execute("ROLLBACK")
@@ -621,11 +630,20 @@ class PostgresStore(Store[psycopg.Cursor]):
         )
 
     def _saved_data(self, name: str, deletes: int) -> bytes | None:
-        row = self._binary(  # the bytes as they are: text would send them as hex, twice the size
-            "SELECT data FROM saved_copies WHERE user_id = %s AND name = %s AND deletes = %s",
-            (self.user, name, deletes),
-        )
-        return row[0] if row else None
+        """The bytes as they are (text would send them as hex, twice the size). A memory's first
+        recall reads its vectors' copy, then its layout's: asked for the vectors while the
+        layout is unread, this reads the layout's too (at the count of deletions the corpus row
+        holds meanwhile), in the same round trip, and keeps it COUNTED_FOR seconds for its ask."""
+        ahead, self._saved_ahead = self._saved_ahead, None
+        if ahead is not None and ahead[:2] == (name, deletes) and time.monotonic() < ahead[2]:
+            return ahead[3]
+        query = _SAVED_WITH_LAYOUT if name == "vectors" and not self._layout.read else _SAVED
+        rows = self._binary(query, (self.user, name, deletes))
+        found = {copy: (held, data) for copy, held, data in rows}
+        if "layout" in found and name != "layout":
+            held, data = found["layout"]
+            self._saved_ahead = ("layout", held, time.monotonic() + COUNTED_FOR, data)
+        return found[name][1] if name in found else None
 
     def _drop_saved(self, name: str) -> None:
         with self._transaction() as cur:
@@ -635,35 +653,31 @@ class PostgresStore(Store[psycopg.Cursor]):
 
     # -- search candidates ---------------------------------------------------------------------------
     def term_stats(self, terms: list[str]) -> TermStats:
-        """Read with every counter of the corpus row, which answer this thread's next
-        `_passage_counters` within COUNTED_FOR seconds: a recall asks for the statistics, then
-        for the layout, and one read of the row is one round trip less."""
+        """Read with every counter of the corpus row: the layout's answer this thread's next
+        `_passage_counters`, the vectors' the next `_vector_counters`, each within COUNTED_FOR
+        seconds and once. A recall asks for the statistics, then for both copies (the vectors
+        on its query worker): one read of the row for the three is two round trips less."""
         corpus, found = self._read((_COUNTERS, (self.user,)), (_TERM_DF, (self.user, terms)))
         passages, total, passage_deletes, vectors, vector_deletes = (
             corpus[0] if corpus else (0, 0, 0, 0, 0)
         )
-        self._counted.row = (
-            time.monotonic(),
-            (passages, passage_deletes),
-            (vectors, vector_deletes),
-        )
+        now = time.monotonic()
+        self._counted.row = (now, (passages, passage_deletes))
+        self._vectors_counted = (now, (vectors, vector_deletes))
         return TermStats.counted(passages, total, dict(found))
 
     def _passage_counters(self) -> tuple[int, int]:
         """The counters this thread's `term_stats` read within COUNTED_FOR seconds (used once:
         a second ask reads the row, and a thread never takes another's, which may have read it
-        before a write this thread has seen acknowledged), else the row read now. Either way
-        the vectors' counters read with them answer the next `_vector_counters` within
-        COUNTED_FOR seconds: a recall asks for both (the layout, then on its query worker the
-        vectors), and one row read once is one round trip less and a consistent pair."""
+        before a write this thread has seen acknowledged), else the row read now, whose
+        vectors' counters then answer the next `_vector_counters` as term_stats' do."""
         counted, self._counted.row = getattr(self._counted, "row", None), None
-        if counted is None or time.monotonic() - counted[0] >= COUNTED_FOR:
-            row = self._one(_COUNTERS, (self.user,))
-            passages, _, passage_deletes, vectors, vector_deletes = row if row else (0,) * 5
-            counted = (time.monotonic(), (passages, passage_deletes), (vectors, vector_deletes))
-        at, passage_counters, vector_counters = counted
-        self._vectors_counted = (at, vector_counters)
-        return passage_counters
+        if counted is not None and time.monotonic() - counted[0] < COUNTED_FOR:
+            return counted[1]
+        row = self._one(_COUNTERS, (self.user,))
+        passages, _, passage_deletes, vectors, vector_deletes = row if row else (0,) * 5
+        self._vectors_counted = (time.monotonic(), (vectors, vector_deletes))
+        return passages, passage_deletes
 
     def _passage_rows(self, after: int) -> Iterator[PassageRow]:
         rows = self._stream(
