@@ -12,6 +12,9 @@ with `git show`), each on a pool of its own, for `--rounds` rounds:
   is made to forget it read, unless `--refs-kept`), users in turn, each memory open and read;
 - cold: each user's memory opened anew and recalled once (its copies read).
 
+`--older-ahead N` has the older version widen with `search.AHEAD = N` (1: each further hit's
+sides read alone, as before AHEAD), to measure that change of search.py on this tree's store.
+
 It prints, per version, the median over rounds of the CPU per recall of this process (all its
 threads) and of the PostgreSQL backends serving its pool (from /proc: PostgreSQL on this
 machine), the wall time per recall, and the round trips of one warm and one cold recall counted
@@ -37,7 +40,7 @@ import numpy as np
 from psycopg.pq import Trace
 
 import ireneo.memory as memory_module
-from ireneo import Memory
+from ireneo import Memory, search
 from ireneo.benchmark.generate import generate
 from ireneo.config import Settings
 from ireneo.server.limits import Limits
@@ -143,6 +146,9 @@ def main() -> None:
     parser.add_argument(
         "--refs-kept", action="store_true", help="a warm memory keeps its conversations' refs"
     )
+    parser.add_argument(
+        "--older-ahead", type=int, help="search.AHEAD for the older version (this: the tree's)"
+    )
     args = parser.parse_args()
 
     settings = Settings.from_env()
@@ -151,6 +157,7 @@ def main() -> None:
     queries = stock(args.database_url, users, args.conversations, settings)
     limits = Limits()
     versions = {"older": older_store(args.against), "this": this_store}
+    ahead = {"older": args.older_ahead or search.AHEAD, "this": search.AHEAD}
     traces = {name: Traced(module) for name, module in versions.items()}
     pools = {
         name: module.open_pool(args.database_url, max_size=4) for name, module in versions.items()
@@ -167,9 +174,11 @@ def main() -> None:
         finally:
             memory_module.open_store = open_store
         memory._embedder = embedder
+        memory.version = name  # type: ignore[attr-defined]
         return memory
 
     def recall(memory: Memory, n: int) -> None:
+        search.AHEAD = ahead[memory.version]
         recall_answer(memory, queries[n % len(queries)], limits.recall_k, limits.max_result_chars)
         if not args.refs_kept:
             memory._refs.clear()  # as a memory that has not named these conversations yet
@@ -213,6 +222,7 @@ def main() -> None:
         "against": args.against,
         "users": args.users,
         "conversations": args.conversations,
+        "older_ahead": ahead["older"],
     }
     for name in versions:
         memory = open_memories[name][0]

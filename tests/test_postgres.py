@@ -300,3 +300,31 @@ def test_turn_windows_read_conversations_whose_ids_quote_and_escape(pg_pool, tmp
             [(sid, seq, f"{ids.index(sid)} turn {seq}")] for sid in reversed(ids) for seq in (1, 0)
         ] + [[]]
         assert len(memory.store.get_turns("it's", None, None)) == 2
+
+
+def test_widening_reads_further_hits_sides_a_few_at_a_time(pg_pool, tmp_path, monkeypatch):
+    """An answer with room shows further hits, each with its sides (search.widen): they are
+    read AHEAD hits at a time, each read a PostgreSQL round trip, and the answer is the one
+    that reading each hit's sides alone gives."""
+    from ireneo import search
+    from ireneo.render import within
+
+    for n in range(8):
+        texts = [f"Hi {n}.", f"The chiller valve of line {n} was checked.", "Ok.", "Bye."]
+        conversation(tmp_path, f"line{n}", texts)
+    with Memory(database=pg_pool, user=user()) as memory:
+        memory.index([tmp_path])
+        reads: list[int] = []
+        windows = memory.store.turn_windows
+        monkeypatch.setattr(
+            memory.store, "turn_windows", lambda w: reads.append(len(w)) or windows(w)
+        )
+        answers = {}
+        for ahead in (1, search.AHEAD):
+            monkeypatch.setattr(search, "AHEAD", ahead)
+            reads.clear()
+            hits = memory.recall("chiller valve", k=2, fits=within(4000, lambda sid: sid))
+            answers[ahead] = ([(h.session_id, h.seq, h.context) for h in hits], len(reads))
+    (one_by_one, alone), (ahead, together) = answers[1], answers[search.AHEAD]
+    assert ahead == one_by_one and len(one_by_one) == 8  # every chat shown, whole
+    assert together < alone

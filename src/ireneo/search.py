@@ -64,6 +64,9 @@ NAME_CHECK_DEPTH = 10
 # How many turns beyond a hit's context `widen` reads on each side for it to grow into: a bound
 # on the work (a turn takes at least a line and a quote of the answer).
 REACH = 12
+# How many further hits' sides `widen` reads at once, the one it shows and the next ones it may:
+# one round trip for a few (a PostgreSQL read is one), a few more turns read (docs/scaling.md).
+AHEAD = 4
 # How many hits past the k asked for `widen` may show while they fit: a bound on the work.
 FURTHER = 12
 # BM25's share against the dense side's, for a model that reads better than the default's
@@ -869,9 +872,28 @@ def widen(
     cost = GROWTH_COST if all(a >= b for a, b in pairwise(scores)) else math.inf
     shown = {(h.session_id, t.seq) for h in hits for t in [h, *h.context]}
     sides: dict[tuple[int, int], list[Turn]] = {}
+    around: dict[tuple[str, int], list[Turn]] = {}  # about further hits, read AHEAD at a time
+
+    def span(hit: Hit) -> tuple[int, int]:
+        seqs = [t.seq for t in [hit, *hit.context]]
+        return min(seqs), max(seqs)
 
     def read_sides(first: int) -> None:
-        """The turns beyond the span of each hit from `first` on, nearest first."""
+        """The turns beyond the span of each hit from `first` on, nearest first. A further hit's
+        are cut from the turns about it, read with the next AHEAD - 1 in the queue's: about a
+        span that holds its own (a further hit shows its context less what is shown)."""
+        if first:
+            hit = hits[first]
+            if (hit.session_id, hit.seq) not in around:
+                ahead = [hit, *queue[: AHEAD - 1]]
+                reads = store.turn_windows(
+                    [(h.session_id, span(h)[0] - REACH, span(h)[1] + REACH) for h in ahead]
+                )
+                around.update(((h.session_id, h.seq), r) for h, r in zip(ahead, reads, strict=True))
+            turns, (low, high) = around.pop((hit.session_id, hit.seq)), span(hit)
+            sides[(first, 0)] = [t for t in turns if low - REACH <= t.seq < low][::-1]
+            sides[(first, 1)] = [t for t in turns if high < t.seq <= high + REACH]
+            return
         spans = [(h, [t.seq for t in [h, *h.context]]) for h in hits[first:]]
         reads = store.turn_windows(
             [
