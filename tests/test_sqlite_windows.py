@@ -27,3 +27,30 @@ def test_a_conversation_id_holding_nul_reads_its_own_turns(home, tmp_path):
         ]
         hits = memory.recall("bravo boiler", k=1)
         assert hits[0].session_id == "a\x00b" and hits[0].text == "bravo boiler valve"
+
+
+def test_a_turn_read_again_is_read_as_it_is_now(home, tmp_path):
+    """Turns read are kept by their whole row (store.sqlite._kept_turn): a turn edited since,
+    one marked an echo, and one too long to keep are each read as they are now."""
+    from dataclasses import replace
+
+    from ireneo.formats import funes_jsonl
+    from ireneo.store import sqlite
+
+    long = "the long report " * (sqlite.KEPT_TURN_CHARS // 8)
+    lines = [turn_line("a", 0, "first words"), turn_line("a", 1, long)]
+    with Memory(home) as memory:
+        memory.store_turns(funes_jsonl.read_file(write_jsonl(tmp_path / "a.funes.jsonl", lines)))
+        first = memory.store.turn_windows([("a", None, None)])[0]
+        again = memory.store.turn_windows([("a", None, None)])[0]
+        assert again == first and again[0] is first[0]  # kept
+        assert again[1] == first[1] and again[1] is not first[1]  # too long: parsed again
+        assert first[1].text == long
+        edited = [turn_line("a", 0, "second words")]
+        memory.store_turns(funes_jsonl.read_file(write_jsonl(tmp_path / "b.funes.jsonl", edited)))
+        now = memory.store.turn_windows([("a", 0, 0)])[0]
+        assert [t.text for t in now] == ["second words"]
+        turn = now[0]
+        with memory.store._lock:
+            memory.store._db.execute("UPDATE turns SET echo = 1 WHERE seq = 0")
+        assert memory.store.turn_windows([("a", 0, 0)])[0] == [replace(turn, echo=True)]

@@ -12,6 +12,7 @@ little-endian blobs, one per passage. Explicit memories have an FTS5 index of th
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import secrets
 import sqlite3
@@ -1018,10 +1019,24 @@ _TURN_COLUMNS = "t.session_id, t.turn_uuid, t.seq, t.ts, t.role, t.harness, t.bl
 
 
 def _turn(row: tuple) -> Turn:
+    """The turn a row of _TURN_COLUMNS holds: a short one kept (`_kept_turn`)."""
+    return _kept_turn(row) if len(row[6]) <= KEPT_TURN_CHARS else _parsed_turn(row)
+
+
+def _parsed_turn(row: tuple) -> Turn:
     session_id, turn_uuid, seq, ts, role, harness, blocks, echo = row
     return Turn(
         session_id, turn_uuid, seq, parse_ts(ts), role, harness, _blocks(blocks), bool(echo)
     )
+
+
+# The last turns read, by their whole row: parsing (the blocks' JSON, three kinds of object) is
+# most of what reading a turn costs, and a recall reads again the turns recalls near it read.
+# A row is all of its turn, so an equal row is an equal turn (and a Turn cannot be changed).
+# Bounded: at most KEPT_TURNS rows of at most KEPT_TURN_CHARS characters of blocks.
+KEPT_TURNS = 2048
+KEPT_TURN_CHARS = 2048
+_kept_turn = functools.lru_cache(KEPT_TURNS)(_parsed_turn)
 
 
 def _match(terms: list[str]) -> str:
