@@ -201,6 +201,9 @@ def test_no_users_scope_outlives_its_transaction_on_any_path(pg_database, one_co
         abandon_a_stream,
         lambda: store._saved_data("layout", 0),
         lambda: store.layout(),
+        lambda: store.record_returned([("a", 1)], datetime.now(UTC), datetime.now(UTC)),
+        # sent whole from BEGIN to COMMIT, and failing in it (a seq past int)
+        lambda: store.record_returned([("a", 2**40)], datetime.now(UTC), datetime.now(UTC)),
     ]
     for n, path in enumerate(paths):
         with contextlib.suppress(psycopg.Error, RuntimeError):
@@ -309,3 +312,35 @@ def test_a_first_recall_reads_both_saved_copies_in_one_round_trip(pg_pool, tmp_p
     other.term_stats(["pump"])
     assert len(other.vectors()) == 2 and len(other.layout()) == 2
     assert other._saved_ahead is None
+
+
+def test_the_echo_record_is_one_round_trip_and_a_failed_one_applies_nothing(
+    pg_database, one_connection, tmp_path
+):
+    """record_returned is sent whole, BEGIN to COMMIT, in one round trip; one that fails in it
+    applies nothing and leaves the connection idle for the next."""
+    from psycopg.pq import Trace
+
+    from ireneo import Memory
+
+    name = user()
+    conversation(tmp_path / "src", "pump-1", ["The pump on line 3 failed.", "Bearing replaced."])
+    with Memory(database=one_connection, user=name) as memory:
+        memory.index([tmp_path / "src"])
+    store = PostgresStore(one_connection, name)
+    now = datetime.now(UTC)
+    trace = tmp_path / "trace"
+    with trace.open("w") as out:
+        with one_connection.connection() as conn:  # the pool's one: traced, handed back
+            conn.pgconn.trace(out.fileno())
+            conn.pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            store.record_returned([("pump-1", 0), ("pump-1", 1)], now, now)
+        finally:
+            conn.pgconn.untrace()
+    assert trace.read_text().count("\tReadyForQuery") == 1
+    assert len(store.returned_texts(now)) == 2
+    with pytest.raises(psycopg.Error):
+        store.record_returned([("pump-1", 0), ("pump-1", 2**40)], now, now)
+    assert len(store.returned_texts(now)) == 2  # neither the deletion nor the rows applied
+    assert scope_left(one_connection)[:2] == (psycopg.pq.TransactionStatus.IDLE, None)

@@ -792,11 +792,17 @@ class PostgresStore(Store[psycopg.Cursor]):
     def record_returned(
         self, turns: list[tuple[str, int]], now: datetime, keep_after: datetime
     ) -> None:
-        # a hint for telling echoes, written after every recall: not waited for on disk; two
-        # round trips (the transaction begun, then the rest with its COMMIT)
-        writes = ["DELETE FROM returned WHERE user_id = %s AND at < %s"]
-        params: list = [self.user, keep_after]
+        # A hint for telling echoes, written after every recall: not waited for on disk, and
+        # sent whole in one round trip (BEGIN to COMMIT). Not retried: a connection found dead
+        # there may have applied it; the hint is lost, never the answer it followed.
+        writes = [
+            f"BEGIN; {_SCOPE}; SET LOCAL synchronous_commit = off",
+            "DELETE FROM returned WHERE user_id = %s AND at < %s",
+        ]
+        params: list = [self.user, self.user, keep_after]
         if turns:
+            # arrays, not JSON: their length is the planner's estimate, so it looks each turn
+            # up (json_to_recordset's 100 rows made it hash all of a user's turns)
             writes.append(
                 "INSERT INTO returned (user_id, turn_id, at) SELECT %s, t.id, %s "
                 "FROM unnest(%s::text[], %s::int[]) AS k(session_id, seq) "
@@ -804,8 +810,17 @@ class PostgresStore(Store[psycopg.Cursor]):
                 "AND t.seq = k.seq"
             )
             params += [self.user, now, [s for s, _ in turns], [q for _, q in turns], self.user]
-        with storage_errors(), self._begun("SET LOCAL synchronous_commit = off") as conn:
-            _execute(conn, "; ".join([*writes, "COMMIT"]), tuple(params))
+        conn = self._pool.getconn()
+        try:
+            with storage_errors():
+                _execute(conn, "; ".join([*writes, "COMMIT"]), tuple(params))
+        except BaseException:
+            if not (conn.broken or conn.closed):
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("ROLLBACK")  # the transaction the failed message began
+            raise
+        finally:
+            self._pool.putconn(conn)
 
     def returned_texts(self, since: datetime) -> list[str]:
         rows = self._all(
