@@ -12,7 +12,8 @@ with `git show`), each on a pool of its own, for `--rounds` rounds:
   is made to forget it read, unless `--refs-kept`), users in turn, each memory open and read;
 - cold: each user's memory opened anew and recalled once (its copies read).
 
-`--older-ahead N` has the older version widen with `search.AHEAD = N` (1: each further hit's
+`--echo`: each recall also records what it showed (`Memory.note_returned`), as the server
+does after answering. `--older-ahead N` has the older version widen with `search.AHEAD = N` (1: each further hit's
 sides read alone, as before AHEAD), to measure that change of search.py on this tree's store.
 
 It prints, per version, the median over rounds of the CPU per recall of this process (all its
@@ -44,7 +45,7 @@ from ireneo import Memory, search
 from ireneo.benchmark.generate import generate
 from ireneo.config import Settings
 from ireneo.server.limits import Limits
-from ireneo.server.tools import recall_answer
+from ireneo.server.tools import recall_answer, returned_turns
 from ireneo.store import open_store
 from ireneo.store import postgres as this_store
 
@@ -147,6 +148,9 @@ def main() -> None:
         "--refs-kept", action="store_true", help="a warm memory keeps its conversations' refs"
     )
     parser.add_argument(
+        "--echo", action="store_true", help="each recall records what it showed, as served"
+    )
+    parser.add_argument(
         "--older-ahead", type=int, help="search.AHEAD for the older version (this: the tree's)"
     )
     args = parser.parse_args()
@@ -179,7 +183,11 @@ def main() -> None:
 
     def recall(memory: Memory, n: int) -> None:
         search.AHEAD = ahead[memory.version]
-        recall_answer(memory, queries[n % len(queries)], limits.recall_k, limits.max_result_chars)
+        hits, _ = recall_answer(
+            memory, queries[n % len(queries)], limits.recall_k, limits.max_result_chars
+        )
+        if args.echo:
+            memory.note_returned(returned_turns(hits))
         if not args.refs_kept:
             memory._refs.clear()  # as a memory that has not named these conversations yet
 
