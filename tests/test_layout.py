@@ -205,6 +205,9 @@ def test_the_passages_holding_every_term_of_a_name() -> None:
     assert holding(layout, ["carrow", "depot", "8"], session_id="c1") == [2]
     assert holding(layout, ["carrow", "noodles"]) == []  # a word no passage holds
     assert holding(layout, []) == []
+    # a word said twice in a passage, or asked twice, counts once
+    assert holding(layout, ["depot", "8", "depot"]) == [1, 2, 4]
+    assert holding(layout, ["8", "8"]) == [1, 2, 3, 4]
     grown = layout.extended([row(6, "c5", 0, "carrow depot 8 again")])  # after the postings
     assert holding(grown, ["carrow", "depot", "8"]) == [1, 2, 6]
 

@@ -418,7 +418,7 @@ def names_in_memory(
     longer one found is left out. `sequence` is the query's terms in order."""
     runs = {tuple(sequence[i : j + 1]) for i in range(len(sequence)) for j in range(i, i + 8)}
     holders = [seeds]
-    for first, second in pairwise(sequence):
+    for first, second in dict.fromkeys(pairwise(sequence)):  # a pair said twice: once
         if first in rarer[:4]:
             holders.append(layout.holding(layout.term_ids([first, second]), 4, filters))
     keys = np.unique(layout.turn_keys[np.concatenate(holders).astype(np.int64)])

@@ -256,12 +256,12 @@ class PassageLayout:
         is asked about as it is now), among those the filters admit; as positions, ascending.
         Found from the rarest term's postings, so a common word in a name ("Depot" in "Carrow
         Depot 8") costs nothing."""
-        wanted = np.unique(np.array(term_ids, dtype=np.int64))
-        if not len(wanted) or wanted[0] < 0:
+        wanted = sorted(set(term_ids))
+        if not wanted or wanted[0] < 0:
             return np.zeros(0, dtype=np.int64)
         postings = self._current_postings()
-        rarest = min(wanted.tolist(), key=postings.count)
-        candidates = np.unique(self._occurrences(postings, rarest))
+        rarest = min(wanted, key=postings.count)
+        candidates = _distinct(self._occurrences(postings, rarest))
         # Newest first, in chunks that grow: a common name's postings are long, and the
         # latest few that hold every term are all that is wanted.
         found: list[np.ndarray] = []
@@ -271,10 +271,9 @@ class PassageLayout:
             end, chunk = end - len(passages), 4 * chunk
             if len(wanted) > 1:
                 tokens, owner, _ = self.tokens_of(passages)
-                hit = np.isin(tokens, wanted)
-                width = int(wanted[-1]) + 1  # a (passage, term) pair as one integer
-                distinct = np.unique(owner[hit] * width + tokens[hit])
-                held = np.bincount(distinct // width, minlength=len(passages))
+                held = np.zeros(len(passages), dtype=np.int64)  # how many of the terms each has
+                for term in wanted:
+                    held += np.bincount(owner[tokens == term], minlength=len(passages)) > 0
                 passages = passages[held == len(wanted)]
             keep = self.admitted(passages, filters) & self._of_block_types(passages, filters)
             found.insert(0, passages[keep])
@@ -405,6 +404,16 @@ def _words(rows: list[PassageRow]) -> tuple[list[str], np.ndarray]:
         words = list(chain.from_iterable(split))
         counts = np.fromiter(map(len, split), np.int64, len(split))
     return words, counts
+
+
+def _distinct(ascending: np.ndarray) -> np.ndarray:
+    """An ascending array without its repeats: np.unique's answer, without its sort."""
+    if len(ascending) < 2:
+        return ascending
+    keep = np.empty(len(ascending), dtype=bool)
+    keep[0] = True
+    np.not_equal(ascending[1:], ascending[:-1], out=keep[1:])
+    return ascending[keep]
 
 
 def _turn_key(session: np.ndarray, seq: np.ndarray) -> np.ndarray:
