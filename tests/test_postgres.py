@@ -328,3 +328,23 @@ def test_widening_reads_further_hits_sides_a_few_at_a_time(pg_pool, tmp_path, mo
     (one_by_one, alone), (ahead, together) = answers[1], answers[search.AHEAD]
     assert ahead == one_by_one and len(one_by_one) == 8  # every chat shown, whole
     assert together < alone
+
+
+def test_a_turn_kept_parsed_is_read_anew_once_its_row_changes(pg_pool, tmp_path):
+    """turn_windows keeps the last turns parsed, by their whole row: a turn stored again with
+    other text is read as it is now, and a long turn (never kept) reads whole."""
+    from ireneo.store import postgres
+
+    long = "word " * postgres.KEPT_TURN_CHARS
+    source = write_jsonl(
+        tmp_path / "src" / "a.funes.jsonl",
+        [turn_line("a", 0, "first text"), turn_line("a", 1, long)],
+    )
+    with Memory(database=pg_pool, user=user()) as memory:
+        memory.index([source])
+        read = [t.text for t in memory.store.get_turns("a", None, None)]
+        assert read == ["first text", long]
+        write_jsonl(source, [turn_line("a", 0, "second text"), turn_line("a", 1, long)])
+        memory.index([source])
+        assert [t.text for t in memory.store.get_turns("a", 0, 0)] == ["second text"]
+        assert memory.store.get_turns("a", 1, 1)[0].text == read[1]

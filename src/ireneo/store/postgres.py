@@ -744,8 +744,8 @@ class PostgresStore(Store[psycopg.Cursor]):
             (json.dumps(bounded, ensure_ascii=False), self.user),
         )
         turns: list[list[Turn]] = [[] for _ in windows]
-        for i, sid, uuid, seq, ts, role, harness, value, echo in rows:
-            turns[i].append(Turn(sid, uuid, seq, _utc(ts), role, harness, blocks(value), echo))
+        for i, *row in rows:
+            turns[i].append(_kept_turn(*row) if len(row[6]) <= KEPT_TURN_CHARS else _turn(*row))
         if len(self._seen) > SEEN_KEPT:
             self._seen.clear()
         self._seen.update(turn.session_id for window in turns for turn in window)
@@ -1134,6 +1134,22 @@ def _second(ts: datetime) -> datetime:
 
 def _utc(ts: datetime) -> datetime:
     return ts.astimezone(UTC)
+
+
+def _turn(
+    sid: str, uuid: str, seq: int, ts: datetime, role: str, harness: str, value: str, echo: bool
+) -> Turn:
+    return Turn(sid, uuid, seq, _utc(ts), role, harness, blocks(value), echo)
+
+
+# The last turns read, by their whole row, as the embedded store keeps them: parsing a row (its
+# blocks' JSON, the Block and Turn objects) is most of what turn_windows costs this process, and
+# a recall reads again turns the recalls near it read. An equal row is an equal turn (every
+# column is in the key, the user's own session and turn ids among them; a Turn cannot be
+# changed). Bounded: KEPT_TURNS rows of at most KEPT_TURN_CHARS characters of blocks.
+KEPT_TURNS = 2048
+KEPT_TURN_CHARS = 2048
+_kept_turn = functools.lru_cache(KEPT_TURNS)(_turn)
 
 
 def _vector(vector: np.ndarray) -> np.ndarray:
