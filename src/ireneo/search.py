@@ -203,7 +203,9 @@ def window_scores(
     # a query with no capitals may have left them out; one without cased letters (Korean) not
     if fusion.name_weight and not written_names(query) and any(c.islower() for c in query):
         named += names_in_memory(store, layout, query, sequence, rarer, seeds, filters, hangul)
-    lexical = LexicalQuery.build(sequence, words, content, named, stats, fusion, layout)
+    lexical = LexicalQuery.build(
+        sequence, words, content, named, stats, fusion, layout, query, hangul
+    )
     for name in named:  # the passages that hold a name, whatever the question's other words
         seeds = np.union1d(seeds, layout.holding(layout.term_ids(name), fusion.candidates, filters))
     near = layout.visible(layout.near(seeds, 2 * radius), filters)
@@ -331,6 +333,7 @@ class LexicalQuery:
     mass: float  # the content terms' IDF, the words this memory lacks at the rarest's
     passages: int  # in the memory
     names: list[_Name]  # the names the query mentions that the memory holds
+    gate: np.ndarray | None = None  # per term: its weight in the content (relevance.weights)
 
     @classmethod
     def build(
@@ -342,15 +345,19 @@ class LexicalQuery:
         stats: TermStats,
         fusion: Fusion,
         layout: PassageLayout,
+        query: str = "",
+        hangul: Hangul = "morphemes",
     ) -> LexicalQuery:
         """`sequence`: the query's terms in order (analyze.terms), `words`: its distinct ones,
-        `content`: which of them carry content (relevance.content)."""
+        `content`: which of them carry content (relevance.content), `query`: as written."""
         known = [w for w in sequence if stats.document_frequency.get(w)]
         pairs = list(dict.fromkeys((a, b) for a, b in pairwise(known) if a != b))
         if not fusion.pair_weight:
             pairs = []
         weights = [_idf(stats, w) for w in words]
-        mass = relevance.content_mass(words, weights, content, stats.passages)
+        gate = relevance.weights(
+            words, weights, content, stats.passages, fusion.lift, query, hangul
+        )
         weights += [fusion.pair_weight * max(_idf(stats, w) for w in pair) for pair in pairs]
         ids = layout.term_ids(words) + [
             _pair_id(first, second) for first, second in map(layout.term_ids, pairs)
@@ -363,9 +370,10 @@ class LexicalQuery:
             np.array(weights, dtype=float),
             len(words),
             content,
-            mass,
+            float(gate.sum()),
             stats.passages,
             _held_names(named, words, pairs),
+            gate,
         )
 
     @property
@@ -737,7 +745,8 @@ def _answers(
 ) -> bool:
     """Whether the memory answers the query at all (ireneo.relevance): some window holds enough
     of its content words, or stands out in meaning, or both in part."""
-    found = (counts[:, : lexical.words] > 0) @ lexical.content_weights
+    gate = lexical.content_weights if lexical.gate is None else lexical.gate
+    found = (counts[:, : lexical.words] > 0) @ gate
     return relevance.answers(found, lexical.mass, cosine, median, fusion.lift, lexical.passages)
 
 
