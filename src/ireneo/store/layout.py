@@ -157,8 +157,9 @@ class PassageLayout:
         new._order_turns()
         new._postings = self._postings  # still true of the passages it covers
         if self.written:  # a turn that gained passages may have been stored again
-            added = set(np.unique(keys).tolist())
-            new.written = {k: v for k, v in self.written.items() if k not in added}
+            new.written = dict(self.written)  # at once: recalls may still add to this one's
+            for key in np.unique(keys).tolist():
+                new.written.pop(key, None)
         return new
 
     def saved(self) -> memoryview:
