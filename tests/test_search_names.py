@@ -75,3 +75,29 @@ def test_what_a_turn_marks_holds_each_capitalised_cue_it_holds():
         assert cue in text and "\n" + cue in marks, cue
     for cue in ["Carrowx", "Team", "Said", "Née", "X", "Ster"]:
         assert cue not in text and "\n" + cue not in marks, cue
+
+
+def test_names_are_found_while_turns_are_stored(memory, tmp_path):
+    """Recalls on one layout keep names while posts grow it into the next: none fails, and the
+    last name stored is found."""
+    import threading
+
+    store(memory, tmp_path, "a", ["The caps from the Carrow Depot mixer failed.", "Ok."])
+    errors: list[BaseException] = []
+
+    def recall() -> None:
+        try:
+            for _ in range(20):
+                memory.recall("caps from the carrow depot mixer at selby works 9", k=3)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=recall) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for n in range(10):
+        store(memory, tmp_path / str(n), f"s{n}", [f"The Selby Works {n} mixer caps.", "Ok."])
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert ["selbi", "work", "9"] in names_for(memory, "caps from the selby works 9 mixer")
