@@ -117,6 +117,12 @@ def terms(text: str, hangul: Hangul = "morphemes") -> list[str]:
     return out
 
 
+def words(text: str) -> list[str]:
+    """The text's words as it writes them (a run of one script or of digits), in order: each
+    is what `terms` stems, splits or keeps."""
+    return [match.group() for match in _TOKEN.finditer(text)]
+
+
 def query_terms(text: str, limit: int = 48, hangul: Hangul = "morphemes") -> list[str]:
     """The distinct terms of a query, first occurrence first, at most `limit` of them."""
     return list(dict.fromkeys(terms(text, hangul)))[:limit]

@@ -45,7 +45,8 @@ from functools import cache
 
 import numpy as np
 
-from ireneo.analyze import _TOKEN, Hangul, terms
+from ireneo import analyze
+from ireneo.analyze import Hangul, terms
 
 WORDS = 0.6  # a window holding this share of the query's content answers it by words alone
 PART_OF_WORDS = 0.3  # with some lift in meaning
@@ -199,9 +200,9 @@ def _language_rarity(query: str, words: list[str], hangul: Hangul, shift: float)
     if model is None:
         return np.full(len(words), math.inf)
     written: dict[str, str] = {}
-    for match in _TOKEN.finditer(query):
-        for term in terms(match.group(), hangul):
-            written.setdefault(term, match.group())
+    for written_word in analyze.words(query):
+        for term in terms(written_word, hangul):
+            written.setdefault(term, written_word)
     unknown = model.unk_id()
     rarity = []
     for word in words:
