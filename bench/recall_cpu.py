@@ -7,10 +7,9 @@ as the many-users bench makes them, or on the one of docs/reliability.md's figur
 Builds (once, in DIR) two generated histories of each size, indexed with `--model`, and asks
 each its own questions, long and short, as written and in lowercase (as agents often type), a
 few rounds after a warm-up. Prints the median CPU per answer, of the process and of the calling
-thread (which holds the interpreter's lock; the query's embedding runs on another). The query
-vectors an embedder keeps are dropped before each round unless `--repeat`: every question is
-then embedded, as a new one would be. Run two trees one after the other, a few times each,
-and compare medians: a busy machine moves every figure.
+thread (which holds the interpreter's lock; the query's embedding runs on another). Run two
+trees one after the other, a few times each, and compare medians: a busy machine moves every
+figure.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ def main() -> None:
     p.add_argument("--sizes", default="1,2,5,10,20", help="conversations a memory, comma-separated")
     p.add_argument("--model", default="minilm-l6-v2-q8")
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--repeat", action="store_true", help="keep the query vectors between rounds")
     args = p.parse_args()
     memories = []
     for size in (int(s) for s in args.sizes.split(",")):
@@ -51,9 +49,6 @@ def main() -> None:
     process, thread = [], []
     for _ in range(args.rounds):
         for memory, questions in memories:
-            kept = getattr(memory.embedder, "_query_vector", None)
-            if kept is not None and not args.repeat:
-                kept.cache_clear()
             for question in questions:
                 cpu, own = time.process_time(), time.thread_time()
                 recall_answer(memory, question, 3, 4000)

@@ -17,7 +17,7 @@ from tokenizers import Tokenizer
 
 from ireneo import embed
 from ireneo.embed import build, registry
-from ireneo.embed.onnx import OnnxEmbedder, truncated
+from ireneo.embed.onnx import truncated
 from ireneo.embed.split import split_by_counts, split_by_offsets
 from ireneo.errors import UnknownModel
 from tests.conftest_models import MINILM_TOKENIZER, minilm_dir
@@ -87,19 +87,6 @@ def test_passages_and_query_are_unit_float32(embedder: embed.Embedder) -> None:
     assert query.dtype == np.float32
     assert query.flags.c_contiguous
     assert abs(float(np.linalg.norm(query)) - 1.0) < 1e-5
-
-
-def test_a_query_asked_again_gets_the_vector_it_got_first(embedder: embed.Embedder) -> None:
-    """A model run by onnxruntime keeps its last queries' vectors: the same values as embedding
-    the text again, and read-only, since every caller shares them."""
-    first = embedder.embed_query("which pump leaks at Carrow?")
-    np.testing.assert_array_equal(embedder.embed_query("which pump leaks at Carrow?"), first)
-    assert not np.array_equal(embedder.embed_query("which pump leaks at Selby?"), first)
-    if isinstance(embedder, OnnxEmbedder):
-        fresh = embedder._embed([embedder._query_prefix + "which pump leaks at Carrow?"])[0]
-        np.testing.assert_array_equal(fresh, first)
-        with pytest.raises(ValueError, match="read-only"):
-            first[0] = 0.0
 
 
 def test_no_passages_gives_an_empty_matrix(embedder: embed.Embedder) -> None:

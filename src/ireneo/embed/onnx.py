@@ -7,7 +7,6 @@ feed helpers also serve the cross-encoder reranker (ireneo.rerank).
 
 from __future__ import annotations
 
-import functools
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -32,9 +31,6 @@ if TYPE_CHECKING:
 # (docs/embedding.md).
 BATCH_TEXTS = 32
 BATCH_ATTENTION = 2 * 256 * 256
-# The queries whose vectors an embedder keeps (~1.6 KiB each at 384 dimensions): an agent asks
-# again what it asked a moment ago, and a recall that names a speaker embeds two texts.
-QUERIES_KEPT = 1024
 
 
 class OnnxEmbedder:
@@ -78,7 +74,6 @@ class OnnxEmbedder:
         self._workers = ThreadPoolExecutor(parallel_calls, thread_name_prefix="ireneo-embed")
         self._inputs = token_inputs(self._session)
         self._output = self._pick_output()
-        self._query_vector = functools.lru_cache(QUERIES_KEPT)(self._embed_one)
         # A real word: a tokenizer without special tokens gives "" no tokens at all.
         self.dim = int(self._forward([self._tokenizer.encode("probe")]).shape[1])
 
@@ -106,14 +101,7 @@ class OnnxEmbedder:
         return self._embed([self._passage_prefix + clean(t) for t in texts])
 
     def embed_query(self, text: str) -> np.ndarray:
-        """The query's vector, kept for the next QUERIES_KEPT queries (a query's vector is a
-        function of its text alone: one text per call), read-only since it is shared."""
-        return self._query_vector(self._query_prefix + clean(text))
-
-    def _embed_one(self, text: str) -> np.ndarray:
-        vector = self._embed([text])[0]
-        vector.flags.writeable = False
-        return vector
+        return self._embed([self._query_prefix + clean(text)])[0]
 
     @property
     def _untruncated(self) -> Tokenizer | E5Tokenizer | WordPiece:
