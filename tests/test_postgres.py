@@ -333,9 +333,9 @@ def test_widening_reads_further_hits_sides_a_few_at_a_time(pg_pool, tmp_path, mo
 def test_a_turn_kept_parsed_is_read_anew_once_its_row_changes(pg_pool, tmp_path):
     """turn_windows keeps the last turns parsed, by their whole row: a turn stored again with
     other text is read as it is now, and a long turn (never kept) reads whole."""
-    from ireneo.store import postgres
+    from ireneo.store import rows
 
-    long = "word " * postgres.KEPT_TURN_CHARS
+    long = "word " * rows.KEPT_TURN_CHARS
     source = write_jsonl(
         tmp_path / "src" / "a.funes.jsonl",
         [turn_line("a", 0, "first text"), turn_line("a", 1, long)],

@@ -30,14 +30,14 @@ def test_a_conversation_id_holding_nul_reads_its_own_turns(home, tmp_path):
 
 
 def test_a_turn_read_again_is_read_as_it_is_now(home, tmp_path):
-    """Turns read are kept by their whole row (store.sqlite._kept_turn): a turn edited since,
+    """Turns read are kept by their whole row (store.rows.kept): a turn edited since,
     one marked an echo, and one too long to keep are each read as they are now."""
     from dataclasses import replace
 
     from ireneo.formats import funes_jsonl
-    from ireneo.store import sqlite
+    from ireneo.store import rows
 
-    long = "the long report " * (sqlite.KEPT_TURN_CHARS // 8)
+    long = "the long report " * (rows.KEPT_TURN_CHARS // 8)
     lines = [turn_line("a", 0, "first words"), turn_line("a", 1, long)]
     with Memory(home) as memory:
         memory.store_turns(funes_jsonl.read_file(write_jsonl(tmp_path / "a.funes.jsonl", lines)))

@@ -62,7 +62,14 @@ from ireneo.store.base import (
     id_matrix,
 )
 from ireneo.store.layout import PassageRow
-from ireneo.store.rows import blocks, blocks_json, conversation_ref, first_words, turn_text
+from ireneo.store.rows import (
+    blocks,
+    blocks_json,
+    conversation_ref,
+    first_words,
+    kept,
+    turn_text,
+)
 
 # Set first in every transaction: the user the policies admit, and where the tables are.
 _SCOPE = (
@@ -745,7 +752,7 @@ class PostgresStore(Store[psycopg.Cursor]):
         )
         turns: list[list[Turn]] = [[] for _ in windows]
         for i, *row in rows:
-            turns[i].append(_kept_turn(*row) if len(row[6]) <= KEPT_TURN_CHARS else _turn(*row))
+            turns[i].append(_turn(tuple(row)))
         if len(self._seen) > SEEN_KEPT:
             self._seen.clear()
         self._seen.update(turn.session_id for window in turns for turn in window)
@@ -1136,20 +1143,12 @@ def _utc(ts: datetime) -> datetime:
     return ts.astimezone(UTC)
 
 
-def _turn(
-    sid: str, uuid: str, seq: int, ts: datetime, role: str, harness: str, value: str, echo: bool
-) -> Turn:
+def _parsed_turn(row: tuple) -> Turn:
+    sid, uuid, seq, ts, role, harness, value, echo = row
     return Turn(sid, uuid, seq, _utc(ts), role, harness, blocks(value), echo)
 
 
-# The last turns read, by their whole row, as the embedded store keeps them: parsing a row (its
-# blocks' JSON, the Block and Turn objects) is most of what turn_windows costs this process, and
-# a recall reads again turns the recalls near it read. An equal row is an equal turn (every
-# column is in the key, the user's own session and turn ids among them; a Turn cannot be
-# changed). Bounded: KEPT_TURNS rows of at most KEPT_TURN_CHARS characters of blocks.
-KEPT_TURNS = 2048
-KEPT_TURN_CHARS = 2048
-_kept_turn = functools.lru_cache(KEPT_TURNS)(_turn)
+_turn = kept(_parsed_turn)  # the turn a row of turn_windows holds, the last ones kept
 
 
 def _vector(vector: np.ndarray) -> np.ndarray:

@@ -12,7 +12,6 @@ little-endian blobs, one per passage. Explicit memories have an FTS5 index of th
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import secrets
 import sqlite3
@@ -47,7 +46,7 @@ from ireneo.store.rows import blocks as _blocks
 from ireneo.store.rows import blocks_json as _blocks_json
 from ireneo.store.rows import conversation_ref as _ref
 from ireneo.store.rows import first_words as _first_words
-from ireneo.store.rows import turn_text
+from ireneo.store.rows import kept, turn_text
 
 DB_NAME = "memory.db"
 
@@ -1018,11 +1017,6 @@ def _is_full(exc: BaseException | None) -> bool:
 _TURN_COLUMNS = "t.session_id, t.turn_uuid, t.seq, t.ts, t.role, t.harness, t.blocks, t.echo"
 
 
-def _turn(row: tuple) -> Turn:
-    """The turn a row of _TURN_COLUMNS holds: a short one kept (`_kept_turn`)."""
-    return _kept_turn(row) if len(row[6]) <= KEPT_TURN_CHARS else _parsed_turn(row)
-
-
 def _parsed_turn(row: tuple) -> Turn:
     session_id, turn_uuid, seq, ts, role, harness, blocks, echo = row
     return Turn(
@@ -1030,13 +1024,7 @@ def _parsed_turn(row: tuple) -> Turn:
     )
 
 
-# The last turns read, by their whole row: parsing (the blocks' JSON, three kinds of object) is
-# most of what reading a turn costs, and a recall reads again the turns recalls near it read.
-# A row is all of its turn, so an equal row is an equal turn (and a Turn cannot be changed).
-# Bounded: at most KEPT_TURNS rows of at most KEPT_TURN_CHARS characters of blocks.
-KEPT_TURNS = 2048
-KEPT_TURN_CHARS = 2048
-_kept_turn = functools.lru_cache(KEPT_TURNS)(_parsed_turn)
+_turn = kept(_parsed_turn)  # the turn a row of _TURN_COLUMNS holds, the last ones kept
 
 
 def _match(terms: list[str]) -> str:
