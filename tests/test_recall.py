@@ -1,4 +1,5 @@
 import threading
+import time
 from dataclasses import replace
 
 import pytest
@@ -147,6 +148,7 @@ def test_a_fresh_memory_loads_its_model_on_the_query_worker(home, tmp_path, monk
 
     def load(name, **options):
         loaded.append(threading.current_thread().name)
+        time.sleep(0.2)  # a fresh process's load; this one's model is loaded already
         return load_embedder(name, **options)
 
     def vectors(store, read_copy=SQLiteStore.vectors):
