@@ -19,8 +19,9 @@ sides read alone, as before AHEAD), to measure that change of search.py on this 
 It prints, per version, the median over rounds of the CPU per recall of this process (all its
 threads) and of the PostgreSQL backends serving its pool (from /proc: PostgreSQL on this
 machine), the wall time per recall, and the round trips of one warm and one cold recall counted
-from libpq's trace (ReadyForQuery messages). Wall time moves with the
-machine's load; CPU and round trips much less.
+from libpq's trace (ReadyForQuery messages), and their mean over `--counted` warm recalls (the
+queries differ: some read more, some show nothing). Wall time moves with the machine's load;
+CPU and round trips much less.
 """
 
 from __future__ import annotations
@@ -153,6 +154,9 @@ def main() -> None:
     parser.add_argument(
         "--older-ahead", type=int, help="search.AHEAD for the older version (this: the tree's)"
     )
+    parser.add_argument(
+        "--counted", type=int, default=40, help="warm recalls whose round trips are averaged"
+    )
     args = parser.parse_args()
 
     settings = Settings.from_env()
@@ -236,6 +240,15 @@ def main() -> None:
         memory = open_memories[name][0]
         out[name] = {key: round(statistics.median(v), 2) for key, v in samples[name].items()}
         out[name]["warm_round_trips"] = traces[name].count(lambda m=memory: recall(m, 1))
+        out[name]["warm_round_trips_mean"] = round(
+            traces[name].count(
+                lambda name=name: [
+                    recall(open_memories[name][n % len(users)], n) for n in range(args.counted)
+                ]
+            )
+            / args.counted,
+            2,
+        )
         out[name]["cold_round_trips"] = traces[name].count(
             lambda name=name: recall(opened(name, users[1]), 1)
         )

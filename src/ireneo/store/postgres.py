@@ -86,6 +86,7 @@ class SchemaOutdated(RuntimeError):
 POOL_TIMEOUT = 10.0  # seconds
 SEEN_KEPT = 4096  # conversations named without a round trip (conversation_ref), at most
 COUNTED_FOR = 0.5  # seconds counters read with other values stand for a new read
+PRUNE_EVERY = 60.0  # seconds between removals of echo records past their window (a store's)
 # The corpus row: the statistics BM25 reads (passages, terms) and the counters that keep
 # search's copies up to date (store/kept.py).
 _COUNTERS = (
@@ -291,6 +292,9 @@ class PostgresStore(Store[psycopg.Cursor]):
         self._keep_copies()
         self._vectors_counted: tuple[float, tuple[int, int]] | None = None  # _passage_counters
         self._counted = threading.local()  # the corpus row as each thread's term_stats read it
+        self._counting = threading.Event()  # the last term_stats' read: set once it is done
+        self._counting.set()
+        self._pruned = -PRUNE_EVERY  # when record_returned last removed records past their window
         self._saved_ahead: tuple[str, int, float, bytes] | None = None  # _saved_data
         self._seen: set[str] = set()  # conversations whose turns were just read (turn_windows)
         # One round trip: the user's rows made if new (both idempotent), then every meta row,
@@ -664,13 +668,17 @@ class PostgresStore(Store[psycopg.Cursor]):
         `_passage_counters`, the vectors' the next `_vector_counters`, each within COUNTED_FOR
         seconds and once. A recall asks for the statistics, then for both copies (the vectors
         on its query worker): one read of the row for the three is two round trips less."""
-        corpus, found = self._read((_COUNTERS, (self.user,)), (_TERM_DF, (self.user, terms)))
-        passages, total, passage_deletes, vectors, vector_deletes = (
-            corpus[0] if corpus else (0, 0, 0, 0, 0)
-        )
-        now = time.monotonic()
-        self._counted.row = (now, (passages, passage_deletes))
-        self._vectors_counted = (now, (vectors, vector_deletes))
+        self._counting = counting = threading.Event()
+        try:
+            corpus, found = self._read((_COUNTERS, (self.user,)), (_TERM_DF, (self.user, terms)))
+            passages, total, passage_deletes, vectors, vector_deletes = (
+                corpus[0] if corpus else (0, 0, 0, 0, 0)
+            )
+            now = time.monotonic()
+            self._counted.row = (now, (passages, passage_deletes))
+            self._vectors_counted = (now, (vectors, vector_deletes))
+        finally:
+            counting.set()
         return TermStats.counted(passages, total, dict(found))
 
     def _passage_counters(self) -> tuple[int, int]:
@@ -697,6 +705,12 @@ class PostgresStore(Store[psycopg.Cursor]):
         return (PassageRow(*row) for row in rows)
 
     def _vector_counters(self) -> tuple[int, int]:
+        """The counters the last `term_stats` read within COUNTED_FOR seconds (used once),
+        waiting for it if it is being read: a recall's query worker asks for them while the
+        recall reads them with the statistics, and its own read was a round trip more in half
+        the recalls (docs/scaling.md, item 14). Else the row's counters read now."""
+        if not self._vectors_fresh():
+            self._counting.wait(COUNTED_FOR)
         counted, self._vectors_counted = self._vectors_counted, None  # used once
         if counted is not None and time.monotonic() - counted[0] < COUNTED_FOR:
             return counted[1]
@@ -704,6 +718,10 @@ class PostgresStore(Store[psycopg.Cursor]):
             "SELECT vectors, vector_deletes FROM corpus WHERE user_id = %s", (self.user,)
         )
         return row if row else (0, 0)
+
+    def _vectors_fresh(self) -> bool:
+        counted = self._vectors_counted
+        return counted is not None and time.monotonic() - counted[0] < COUNTED_FOR
 
     def _vector_rows(self, after: int) -> Iterator[tuple[int, np.ndarray]]:
         return (
@@ -801,12 +819,17 @@ class PostgresStore(Store[psycopg.Cursor]):
     ) -> None:
         # A hint for telling echoes, written after every recall: not waited for on disk, and
         # sent whole in one round trip (BEGIN to COMMIT). Not retried: a connection found dead
-        # there may have applied it; the hint is lost, never the answer it followed.
-        writes = [
-            f"BEGIN; {_SCOPE}; SET LOCAL synchronous_commit = off",
-            "DELETE FROM returned WHERE user_id = %s AND at < %s",
-        ]
-        params: list = [self.user, self.user, keep_after]
+        # there may have applied it; the hint is lost, never the answer it followed. Records
+        # past their window are removed once a PRUNE_EVERY (nothing reads them: returned_texts
+        # asks for the window's), so a recall that showed nothing sends nothing.
+        prune = time.monotonic() - self._pruned >= PRUNE_EVERY
+        if not turns and not prune:
+            return
+        writes = [f"BEGIN; {_SCOPE}; SET LOCAL synchronous_commit = off"]
+        params: list = [self.user]
+        if prune:
+            writes.append("DELETE FROM returned WHERE user_id = %s AND at < %s")
+            params += [self.user, keep_after]
         if turns:
             # arrays, not JSON: their length is the planner's estimate, so it looks each turn
             # up (json_to_recordset's 100 rows made it hash all of a user's turns)
@@ -821,6 +844,8 @@ class PostgresStore(Store[psycopg.Cursor]):
         try:
             with storage_errors():
                 _execute(conn, "; ".join([*writes, "COMMIT"]), tuple(params))
+            if prune:
+                self._pruned = time.monotonic()
         except BaseException:
             if not (conn.broken or conn.closed):
                 with contextlib.suppress(psycopg.Error):
