@@ -69,3 +69,34 @@ def test_close_scores_show_the_next_hits_first(memory, ranked):
     assert len(render_hits(close)) <= BUDGET
     far = _widen(memory, 1.0, 0.3, ranked)
     assert len(_shown(far[0])) > len(_shown(close[0]))  # the room went to the hits instead
+
+
+def test_a_flat_head_shows_more_hits_each_as_its_own_turn(memory, tmp_path):
+    """When the hit at FLAT_RANK scores at least FLAT_SHARE of the best's (evidence spread over
+    many close windows), the further hits come as their own turn only, so more of them fit;
+    a head just steeper keeps their context and shows fewer."""
+    for n in range(9):
+        texts = [
+            f"We planned the lunch menu for the week, list {n}.",
+            f"The chiller valve of line {n} was checked.",
+            f"Good, the team looks at the filters of line {n} tomorrow.",
+        ]
+        conversation(tmp_path, f"line{n}", texts)
+    memory.index([tmp_path])
+    hits = memory.recall(QUERY, k=9)
+    assert len(hits) == 9 and all(h.context for h in hits)
+    budget = len(render_hits(hits[:5])) + 20  # two further hits with their context, no third
+
+    def widen(share: float) -> list:
+        return search.widen(
+            memory.store,
+            [replace(h, score=1.0) for h in hits[:3]],
+            within(budget),
+            further=[replace(h, score=share) for h in hits[3:]],
+        )
+
+    flat, steep = widen(search.FLAT_SHARE), widen(search.FLAT_SHARE - 0.05)
+    assert [h.session_id for h in steep] == [h.session_id for h in hits[:5]]
+    assert [h.session_id for h in flat] == [h.session_id for h in hits[: len(flat)]]
+    assert len(flat) > len(steep)
+    assert len(render_hits(flat)) <= budget

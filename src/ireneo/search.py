@@ -75,6 +75,10 @@ LEXICAL_WEIGHTS = {"e5-small-q8": 0.65}
 # What a turn of a hit's growing context is worth less, for each turn it lies from its hit, in
 # the hits' fused scores (`widen`: a further hit is worth its score).
 GROWTH_COST = 0.1
+# A flat head: the hit at index FLAT_RANK scores at least FLAT_SHARE of the best's. Evidence is
+# then spread over many windows, and `widen` shows further hits as their own turn only.
+FLAT_RANK = 5
+FLAT_SHARE = 0.9
 # The turns whose written names a memory's layout keeps for names_in_memory: a bound on RAM.
 WRITTEN_HELD = 16_384
 
@@ -866,6 +870,10 @@ def widen(
     sides alternate). When the scores cannot be compared (a reranker's, out of rank order),
     the further hits come first and then every hit's nearest ring before any next one.
 
+    When the head of the ranking is flat (the hit at FLAT_RANK scores at least FLAT_SHARE of
+    the best's), the further hits come as their own turn only, their neighbours then worth
+    what growth is: evidence spread over many close windows needs room for more of them.
+
     A further hit is shown without the turns a better hit already shows (passed over when its
     own turn is one); the first that does not fit ends them. A side stops growing at the first
     turn that does not fit, at a turn another hit already shows (a turn is shown once, beside
@@ -879,6 +887,9 @@ def widen(
     queue = list(further)
     scores = [h.score for h in [*hits, *queue]]
     cost = GROWTH_COST if all(a >= b for a, b in pairwise(scores)) else math.inf
+    flat = len(scores) > FLAT_RANK and scores[FLAT_RANK] >= FLAT_SHARE * scores[0] > 0
+    if flat and cost < math.inf:
+        queue = [replace(hit, context=[]) for hit in queue]  # narrower, so more hits
     shown = {(h.session_id, t.seq) for h in hits for t in [h, *h.context]}
     sides: dict[tuple[int, int], list[Turn]] = {}
     around: dict[tuple[str, int], list[Turn]] = {}  # about further hits, read AHEAD at a time
