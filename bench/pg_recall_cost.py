@@ -12,6 +12,9 @@ with `git show`), each on a pool of its own, for `--rounds` rounds:
   is made to forget it read, unless `--refs-kept`), users in turn, each memory open and read;
 - cold: each user's memory opened anew and recalled once (its copies read).
 
+`--answers`: first, every query of every user is answered by both versions, and the run
+stops at the first answer that differs by a character.
+
 `--echo`: each recall also records what it showed (`Memory.note_returned`), as the server
 does after answering. `--older-ahead N` has the older version widen with `search.AHEAD = N` (1: each further hit's
 sides read alone, as before AHEAD), to measure that change of search.py on this tree's store.
@@ -155,6 +158,11 @@ def main() -> None:
         "--older-ahead", type=int, help="search.AHEAD for the older version (this: the tree's)"
     )
     parser.add_argument(
+        "--answers",
+        action="store_true",
+        help="first check that both versions answer every query of every user alike",
+    )
+    parser.add_argument(
         "--counted", type=int, default=40, help="warm recalls whose round trips are averaged"
     )
     args = parser.parse_args()
@@ -196,6 +204,20 @@ def main() -> None:
             memory._refs.clear()  # as a memory that has not named these conversations yet
 
     open_memories = {name: [opened(name, u) for u in users] for name in versions}
+    checked = 0
+    if args.answers:  # the answer text, to the character, of every query for every user
+        for n in range(len(users)):
+            for query in queries:
+                texts = set()
+                for name in versions:
+                    search.AHEAD = ahead[name]
+                    memory = open_memories[name][n]
+                    texts.add(
+                        recall_answer(memory, query, limits.recall_k, limits.max_result_chars)[1]
+                    )
+                if len(texts) != 1:
+                    raise SystemExit(f"the versions answer {query!r} differently for {users[n]}")
+                checked += 1
     for memories in open_memories.values():
         for n, memory in enumerate(memories):
             recall(memory, n)
@@ -235,6 +257,7 @@ def main() -> None:
         "users": args.users,
         "conversations": args.conversations,
         "older_ahead": ahead["older"],
+        "answers_alike": checked,
     }
     for name in versions:
         memory = open_memories[name][0]
