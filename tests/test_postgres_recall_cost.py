@@ -4,6 +4,7 @@ statistics' read in flight, and an echo record that sends nothing when it has no
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -168,5 +169,28 @@ def test_prepared_reads_keep_each_user_to_their_rows(pg_database, tmp_path):
         with pool.connection() as conn:
             prepared = conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
         assert prepared is not None and prepared[0] >= 2  # the scope and the reads
+    finally:
+        pool.close()
+
+
+def test_a_prepared_read_on_a_connection_found_dead_is_retried_once(
+    pg_database, tmp_path, monkeypatch, caplog
+):
+    """A connection that died after the pool's check (PostgreSQL restarted) fails the prepared
+    read's round trip; the read runs again on a fresh connection, which prepares anew."""
+    from tests.test_postgres_connections import backend_pid, kill
+
+    monkeypatch.setattr(postgres, "check_quietly", lambda conn: None)  # handed out unchecked
+    pool = open_pool(pg_database.app_url, max_size=1)
+    try:
+        store = PostgresStore(pool, indexed(pool, tmp_path))
+        window = [("pump-1", 0, 0)]
+        for _ in range(3):  # prepared on this connection
+            assert [t.text for t in store.turn_windows(window)[0]] == ["The pump on line 3 failed."]
+        kill(pg_database.superuser_url, backend_pid(pool))
+        with caplog.at_level(logging.WARNING, logger="ireneo.store.postgres"):
+            assert [t.text for t in store.turn_windows(window)[0]] == ["The pump on line 3 failed."]
+        assert [r for r in caplog.records if "found dead" in r.message]
+        assert scope_left(pool)[:2] == (psycopg.pq.TransactionStatus.IDLE, None)
     finally:
         pool.close()
