@@ -2,7 +2,8 @@
 stall mid-body take no place in the admission queue (other posts go through while they are
 held) and are answered 408 and closed; connections with half-sent or no headers, also ones
 trickling a byte at a time, are closed within the deadline; a slow client inside the deadline
-is served.
+is served. Each test runs against both of uvicorn's HTTP/1.1 protocols the server can run on:
+httptools (what `ireneo serve` runs) and h11 (what it runs where httptools is not installed).
 """
 
 from __future__ import annotations
@@ -10,15 +11,21 @@ from __future__ import annotations
 import json
 import resource
 import socket
+import subprocess
 import time
 
 import httpx2
 import pytest
 
+from ireneo.config import Settings
+from ireneo.server import deadlines, processes
+from ireneo.server.app import uvicorn_options
 from tests.conftest_server import (
     INGEST_KEY,
+    PYTHON,
     SERVER_ENV,
     conversation,
+    free_port,
     start_server,
     stop_server,
     subprocess_env,
@@ -33,9 +40,39 @@ SLACK = 4.0  # what a busy machine may add to a deadline
 HALF_SENT = min(1000, (resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 300) // 2)
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    home = tmp_path_factory.mktemp("deadlines")
+# `ireneo serve` as where httptools is not installed: its import fails, so h11 serves.
+WITHOUT_HTTPTOOLS = """
+import sys
+sys.modules["httptools"] = None
+from ireneo.server import deadlines
+assert deadlines.ReadDeadlineProtocol is deadlines.H11Deadlines
+from ireneo.cli import main
+main(["serve", "--port", sys.argv[1]])
+"""
+
+
+def start_without_httptools(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [PYTHON, "-c", WITHOUT_HTTPTOOLS, str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return process, f"http://127.0.0.1:{port}"
+
+
+def test_serve_runs_httptools_with_the_deadlines():
+    options = uvicorn_options(Settings(read_timeout=3.0))
+    assert issubclass(options["http"], deadlines.HttpToolsDeadlines)
+    assert options["http"].read_timeout == 3.0
+    assert issubclass(processes.WorkerProtocol, deadlines.HttpToolsDeadlines)  # --workers N
+
+
+@pytest.fixture(scope="module", params=["httptools", "h11"])
+def server(request, tmp_path_factory):
+    home = tmp_path_factory.mktemp(f"deadlines-{request.param}")
     env = subprocess_env(
         **SERVER_ENV,
         IRENEO_HOME=str(home),
@@ -43,7 +80,8 @@ def server(tmp_path_factory):
         IRENEO_INGEST_QUEUE=str(QUEUE),
         IRENEO_INGEST_CONCURRENCY="1",
     )
-    process, url = start_server(env)
+    start = start_server if request.param == "httptools" else start_without_httptools
+    process, url = start(env)
     try:
         wait_ready(process, url)
         yield url
@@ -194,6 +232,47 @@ def test_a_half_sent_head_after_a_served_request_is_closed_too(server):
         assert closed - started <= READ_TIMEOUT + SLACK
     finally:
         sock.close()
+
+
+def test_a_head_pipelined_behind_a_request_has_its_deadline_from_the_response(server):
+    sock = connect(server)
+    try:  # a whole request and half of the next, in one write
+        sock.sendall(b"GET /health HTTP/1.1\r\nhost: test\r\n\r\nGET /health HTTP/1.1\r\nhost: te")
+        first = read_response(sock)
+        started = time.monotonic()
+        assert first.startswith(b"HTTP/1.1 200")
+        assert still_open(sock)
+        rest, closed = read_until_closed(sock, READ_TIMEOUT + SLACK)
+        assert first.partition(b"\r\n\r\n")[2].count(b"HTTP/1.1") == 0
+        assert rest.startswith(b"HTTP/1.1 408"), rest[:80]
+        assert READ_TIMEOUT - 1.0 <= closed - started <= READ_TIMEOUT + SLACK
+    finally:
+        sock.close()
+
+
+def test_a_body_its_route_never_reads_is_closed_past_the_deadline(server):
+    """/health answers without reading the body; the body then trickles a byte every 0.25 s,
+    which keeps uvicorn's keep-alive timer from closing the connection: the protocol does."""
+    sock = connect(server)
+    closed_at = None
+    try:
+        sock.sendall(b"GET /health HTTP/1.1\r\nhost: test\r\ncontent-length: 1000\r\n\r\n")
+        started = time.monotonic()
+        assert read_response(sock).startswith(b"HTTP/1.1 200")
+        while time.monotonic() - started <= READ_TIMEOUT + deadlines.BODY_GRACE + SLACK:
+            try:
+                sock.sendall(b"a")
+            except (BrokenPipeError, ConnectionResetError):
+                closed_at = time.monotonic()
+                break
+            if not still_open(sock):
+                closed_at = time.monotonic()
+                break
+            time.sleep(0.25)
+    finally:
+        sock.close()
+    assert closed_at is not None, "never closed"
+    assert closed_at - started >= READ_TIMEOUT
 
 
 def test_a_slow_client_inside_the_deadline_is_served(server):

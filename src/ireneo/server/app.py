@@ -333,13 +333,16 @@ async def openapi(request: Request) -> JSONResponse:
 
 
 def uvicorn_options(settings: Settings) -> dict:
-    """How `ireneo serve` runs uvicorn: its h11 protocol with read deadlines on every request's
-    head and body (ireneo.server.deadlines), no access log of its own (RequestLog logs)."""
+    """How `ireneo serve` runs uvicorn: its HTTP/1.1 protocol with read deadlines on every
+    request's head and body (ireneo.server.deadlines), uvloop's event loop where it is installed
+    (a core dependency but on Windows; docs/reliability.md), no access log of its own
+    (RequestLog logs)."""
     return {
         "log_config": None,
         "access_log": False,
         "lifespan": "on",
         "http": read_deadline_protocol(settings.read_timeout),
+        "loop": "auto",
     }
 
 

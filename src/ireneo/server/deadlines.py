@@ -1,11 +1,12 @@
 """Read deadlines: a client slow to send its request costs one connection for a bounded time,
 never a place in a queue.
 
-- `ReadDeadlineProtocol` (uvicorn's h11 protocol, `ireneo serve` runs it): a request's head
-  (request line and headers) must arrive within `read_timeout` seconds of the connection
-  opening, or of its own first byte after an earlier response; its body within `read_timeout`
-  (plus a short grace, for `BodyDeadline` to answer first) of the head. Else the connection is
-  closed. uvicorn's own timer only runs between requests, and stops at the first byte.
+- `ReadDeadlines` (over uvicorn's httptools protocol, which `ireneo serve` runs, or its h11
+  protocol where httptools is not installed: `ReadDeadlineProtocol`): a request's head (request
+  line and headers) must arrive within `read_timeout` seconds of the connection opening, or of
+  its own first byte after an earlier response; its body within `read_timeout` (plus a short
+  grace, for `BodyDeadline` to answer first) of the head. Else the connection is closed.
+  uvicorn's own timer only runs between requests, and stops at the first byte.
 - `BodyDeadline` (ASGI middleware, in every app `create_app` builds): the body must arrive within
   `read_timeout` seconds of the head, or the request is answered 408 and its connection closed.
   POST /turns reads its body before it takes a place in its admission queue, so a client that
@@ -15,67 +16,91 @@ never a place in a queue.
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 
 import h11
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+try:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+except ImportError:  # httptools not installed (a platform without its wheel): h11 serves
+    HttpToolsProtocol = None  # type: ignore[assignment,misc]
+
 BODY_GRACE = 2.0  # seconds the protocol waits past the deadline: BodyDeadline answers first
 LATE_HEAD = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
 
 
-class ReadDeadlineProtocol(H11Protocol):
-    """uvicorn's h11 protocol with deadlines on reading a request's head and body.
+class Reading(enum.Enum):
+    """Where reading a connection's next request stands."""
+
+    HEAD = "head"  # a head is awaited or arriving, no response running
+    BODY = "body"  # a head is in, its body is arriving
+    NONE = "none"  # nothing to wait for now: a response is running, or the request is all in
+
+
+class ReadDeadlines:
+    """Deadlines on reading a request's head and body, over one of uvicorn's HTTP/1.1 protocols
+    (`H11Deadlines`, `HttpToolsDeadlines`), which says where reading stands (`_reading`) and
+    whether the next head has begun arriving during the last response (`_next_head_begun`).
 
     Use `read_deadline_protocol(seconds)` for a class with the deadline set."""
 
     read_timeout: float = 10.0
 
+    def _reading(self) -> Reading:
+        raise NotImplementedError
+
+    def _next_head_begun(self) -> bool:
+        raise NotImplementedError
+
     def connection_made(self, transport) -> None:  # type: ignore[override]
         self._head_timer: asyncio.TimerHandle | None = None
         self._body_timer: asyncio.TimerHandle | None = None
         self._head_bytes = False
-        super().connection_made(transport)
+        super().connection_made(transport)  # type: ignore[misc]
         self._arm_head()
 
     def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        if self.transport.is_closing():
-            self._disarm()
+        super().data_received(data)  # type: ignore[misc]
+        if self.transport.is_closing() or self.transport.get_protocol() is not self:
+            self._disarm()  # closed, or handed to another protocol (an upgrade)
             return
-        state = self.conn.their_state
-        if state is h11.IDLE:  # a head is arriving: its deadline runs from its first byte
+        reading = self._reading()
+        if reading is Reading.HEAD:  # a head is arriving: its deadline runs from its first byte
             self._head_bytes = self._head_bytes or bool(data)
             self._arm_head()
             return
         self._cancel_head()
-        if state is h11.SEND_BODY:
-            if self._body_timer is None:
-                self._body_timer = self.loop.call_later(
-                    self.read_timeout + BODY_GRACE, self._body_late
-                )
+        if reading is Reading.BODY:
+            self._arm_body()
         else:
             self._cancel_body()
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()
-        # a pipelined head already partly here: its deadline runs from now
-        if (
-            not self.transport.is_closing()
-            and self.conn.their_state is h11.IDLE
-            and self.conn.trailing_data[0]
-        ):
+        super().on_response_complete()  # type: ignore[misc]
+        if self.transport.is_closing():
+            return
+        # a pipelined request already partly here: its deadline runs from now
+        reading = self._reading()
+        if reading is Reading.HEAD and self._next_head_begun():
             self._head_bytes = True
             self._arm_head()
+        elif reading is Reading.BODY:
+            self._arm_body()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
-        super().connection_lost(exc)
+        super().connection_lost(exc)  # type: ignore[misc]
 
     def _arm_head(self) -> None:
         if self._head_timer is None:
             self._head_timer = self.loop.call_later(self.read_timeout, self._head_late)
+
+    def _arm_body(self) -> None:
+        if self._body_timer is None:
+            self._body_timer = self.loop.call_later(self.read_timeout + BODY_GRACE, self._body_late)
 
     def _cancel_head(self) -> None:
         if self._head_timer is not None:
@@ -94,7 +119,7 @@ class ReadDeadlineProtocol(H11Protocol):
 
     def _head_late(self) -> None:
         self._head_timer = None
-        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+        if self.transport.is_closing() or self._reading() is not Reading.HEAD:
             return
         if self._head_bytes and (self.cycle is None or self.cycle.response_complete):
             self.transport.write(LATE_HEAD)
@@ -102,13 +127,76 @@ class ReadDeadlineProtocol(H11Protocol):
 
     def _body_late(self) -> None:
         self._body_timer = None
-        if not self.transport.is_closing() and self.conn.their_state is h11.SEND_BODY:
+        if not self.transport.is_closing() and self._reading() is Reading.BODY:
             self.transport.close()
 
 
-def read_deadline_protocol(read_timeout: float) -> type[ReadDeadlineProtocol]:
-    """The protocol class for uvicorn's `http=` option, with `read_timeout` seconds."""
-    return type("ReadDeadlineProtocol", (ReadDeadlineProtocol,), {"read_timeout": read_timeout})
+class H11Deadlines(ReadDeadlines, H11Protocol):
+    """uvicorn's h11 protocol (pure Python) with the read deadlines."""
+
+    def _reading(self) -> Reading:
+        state = self.conn.their_state
+        if state is h11.IDLE:
+            return Reading.HEAD
+        return Reading.BODY if state is h11.SEND_BODY else Reading.NONE
+
+    def _next_head_begun(self) -> bool:
+        return bool(self.conn.trailing_data[0])
+
+
+if HttpToolsProtocol is not None:
+
+    class HttpToolsDeadlines(ReadDeadlines, HttpToolsProtocol):
+        """uvicorn's httptools protocol (llhttp's C parser) with the read deadlines. The parser
+        reads on past a request into the next one (h11 holds it until the response is sent), so
+        where reading stands is kept from its callbacks; a pipelined request waits its turn with
+        reading paused, and like a head begun while a response runs, its deadline starts once
+        the responses before it are sent."""
+
+        _phase = Reading.HEAD  # the parser's place: HEAD until a head is in, BODY until its end
+
+        def connection_made(self, transport) -> None:  # type: ignore[override]
+            self._phase = Reading.HEAD
+            self._begun = False
+            super().connection_made(transport)
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._phase = Reading.HEAD
+            self._begun = True
+
+        def on_headers_complete(self) -> None:
+            self._phase = Reading.BODY
+            self._begun = False
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            self._phase = Reading.HEAD
+            super().on_message_complete()
+
+        def _reading(self) -> Reading:
+            if self.pipeline:  # requests waiting their turn: reading is paused
+                return Reading.NONE
+            if self._phase is Reading.BODY:
+                return Reading.BODY
+            if self.cycle is not None and not self.cycle.response_complete:
+                return Reading.NONE
+            return Reading.HEAD
+
+        def _next_head_begun(self) -> bool:
+            return self._begun
+
+    ReadDeadlineProtocol: type[ReadDeadlines] = HttpToolsDeadlines
+else:
+    ReadDeadlineProtocol = H11Deadlines
+
+
+def read_deadline_protocol(
+    read_timeout: float, base: type[ReadDeadlines] = ReadDeadlineProtocol
+) -> type[ReadDeadlines]:
+    """The protocol class for uvicorn's `http=` option, with `read_timeout` seconds: on
+    httptools where it is installed, h11 otherwise (or `base`)."""
+    return type(base.__name__, (base,), {"read_timeout": read_timeout})
 
 
 class BodyTimeout(Exception):

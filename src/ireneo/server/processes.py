@@ -45,20 +45,11 @@ def serve(settings: Settings, *, host: str, port: int, workers: int) -> None:
     what the workers would refuse of the database (ConfigError) is refused here."""
     import uvicorn
 
-    from ireneo.server.app import check_database, upgrade_database
+    from ireneo.server.app import check_database, upgrade_database, uvicorn_options
 
     if settings.db_upgrade:
         upgrade_database(settings)
     check_database(settings)  # a worker that cannot start would be started again for ever
     os.environ.update(settings.worker_env())
-    uvicorn.run(
-        APP,
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        log_config=None,
-        access_log=False,
-        lifespan="on",
-        http=PROTOCOL,
-    )
+    options = uvicorn_options(settings) | {"http": PROTOCOL}  # the class by its import string
+    uvicorn.run(APP, factory=True, host=host, port=port, workers=workers, **options)
