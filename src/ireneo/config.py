@@ -207,6 +207,7 @@ class Settings:
     recall_concurrency: int = 4
     recall_timeout: float = 10.0
     index_concurrency: int = 1
+    index_nice: int = 19  # the indexer's CPU priority (Linux nice, 1-19; 0: as recall's)
     ingest_concurrency: int = 4  # stores running at once (worker threads)
     ingest_queue: int = 64  # ingest requests admitted at once, running or waiting; then 429
     read_timeout: float = 10.0  # seconds to send a request's head, then its body
@@ -403,6 +404,7 @@ def _read(env: _Environment) -> dict[str, object]:
         "recall_concurrency": whole("IRENEO_RECALL_CONCURRENCY", d.recall_concurrency),
         "recall_timeout": number("IRENEO_RECALL_TIMEOUT", d.recall_timeout),
         "index_concurrency": whole("IRENEO_INDEX_CONCURRENCY", d.index_concurrency),
+        "index_nice": int(number("IRENEO_INDEX_NICE", d.index_nice, positive=False, most=19)),
         "ingest_concurrency": whole("IRENEO_INGEST_CONCURRENCY", d.ingest_concurrency),
         "ingest_queue": whole("IRENEO_INGEST_QUEUE", d.ingest_queue),
         "read_timeout": number("IRENEO_READ_TIMEOUT", d.read_timeout),

@@ -3,12 +3,17 @@
 
 A pool never runs work that waits on its own pool, so pools cannot starve each other: that is
 why each purpose has its own.
+
+Background work (the indexer's embedding) runs in a pool whose threads carry a lower CPU
+priority (Linux's per-thread nice), so it takes only what interactive work leaves; the parallel
+calls such a thread fans out go to `helpers()`, threads at that same priority.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -36,17 +41,54 @@ _pools: dict[str, ThreadPoolExecutor] = {}
 _lock = threading.Lock()
 
 
-def pool(purpose: str, threads: int | None = None) -> ThreadPoolExecutor:
+_background = threading.local()  # .nice: the priority this thread was lowered to
+
+
+def pool(purpose: str, threads: int | None = None, *, nice: int = 0) -> ThreadPoolExecutor:
     """The process's pool for `purpose`, started on first use: `threads` threads (default: one
-    per usable core). Asked again with more threads, the same pool may start that many."""
+    per usable core), each lowered to `nice` as it starts (0: left as it is). Asked again with
+    more threads, the same pool may start that many."""
     wanted = threads or usable_cores()
     with _lock:
         if purpose not in _pools:
-            _pools[purpose] = ThreadPoolExecutor(wanted, thread_name_prefix=f"ireneo-{purpose}")
+            _pools[purpose] = ThreadPoolExecutor(
+                wanted,
+                thread_name_prefix=f"ireneo-{purpose}",
+                initializer=lower_priority if nice > 0 else None,
+                initargs=(nice,) if nice > 0 else (),
+            )
         executor = _pools[purpose]
         if executor._max_workers < wanted:  # threads start only when work waits for one
             executor._max_workers = wanted
         return executor
+
+
+def lower_priority(nice: int) -> bool:
+    """Lower the calling thread's CPU priority to `nice` (1 to 19; threads it starts later
+    inherit it); True if it now runs at `nice` or lower. Linux only: elsewhere, or where the OS
+    refuses, nothing changes and False comes back. A thread's priority is never raised again
+    (that needs privileges), so only threads kept for background work are lowered."""
+    nice = min(19, nice)
+    if nice <= 0 or sys.platform != "linux":  # elsewhere a thread id is not a PRIO_PROCESS id
+        return False
+    tid = threading.get_native_id()
+    try:
+        if os.getpriority(os.PRIO_PROCESS, tid) < nice:
+            os.setpriority(os.PRIO_PROCESS, tid, nice)
+    except OSError:
+        return False
+    _background.nice = nice
+    return True
+
+
+def helpers(default: ThreadPoolExecutor) -> ThreadPoolExecutor:
+    """Where the calling thread sends the parallel calls it waits for: `default`, or from a
+    lowered thread, the "background" pool (as many threads, at that priority), so that its
+    work is not done by interactive threads at theirs."""
+    nice = getattr(_background, "nice", 0)
+    if nice <= 0 or threading.current_thread().name.startswith("ireneo-background"):
+        return default  # a helper never waits on its own pool
+    return pool(f"background-{nice}", default._max_workers, nice=nice)
 
 
 if hasattr(os, "register_at_fork"):  # a forked child inherits the pools, not their threads

@@ -19,6 +19,7 @@ from ireneo.embed.base import clean, empty, normalise, threads_or_default
 from ireneo.embed.split import SLACK, split_by_offsets
 from ireneo.embed.wordpiece import WordPiece
 from ireneo.extras import missing
+from ireneo.workers import helpers
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -130,7 +131,8 @@ class OnnxEmbedder:
             out[batches[0]] = self._forward([encodings[i] for i in batches[0]])
             return out
         forward = lambda batch: self._forward([encodings[i] for i in batch])  # noqa: E731
-        for batch, vectors in zip(batches, self._workers.map(forward, batches), strict=True):
+        calls = helpers(self._workers).map(forward, batches)  # a lowered thread's: lowered
+        for batch, vectors in zip(batches, calls, strict=True):
             out[batch] = vectors
         return out
 

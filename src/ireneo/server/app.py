@@ -355,6 +355,7 @@ def _indexer(
             debounce=settings.index_debounce,
             concurrency=settings.index_concurrency,
             locks=locks,
+            nice=settings.index_nice,
         )
     from ireneo.server.shared_indexer import SharedIndexer  # PostgreSQL's: an extra
 

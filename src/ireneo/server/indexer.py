@@ -7,6 +7,10 @@ runs of one user never overlap, and a post during a run earns exactly one more r
 `concurrency` runs go at once over all users (embedding is CPU-bound: recall keeps a core).
 Recall never waits for any of this: stored turns are keyword-searchable at once.
 
+Runs embed on the process's "index" threads, lowered to CPU priority `nice` (Linux; the
+parallel calls they fan out run on threads lowered the same, ireneo.workers.helpers): they get
+what recall leaves of the CPU, and all of it when recall is idle (docs/reliability.md).
+
 A run takes turns with other users: once it has embedded for `slice_seconds` and another user
 waits for a slot, it stops after its current (committed) batch and queues again behind them, so
 a user backfilling a long history holds nobody's vectors back for longer than a slice.
@@ -33,7 +37,9 @@ each run, per user).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import errno
+import functools
 import logging
 import time
 from collections import Counter, deque
@@ -45,6 +51,7 @@ from ireneo.server.locks import HomeLocks
 from ireneo.server.logs import log_event
 from ireneo.server.memories import OpenMemories
 from ireneo.store.sqlite import pending_in
+from ireneo.workers import pool
 
 log = logging.getLogger("ireneo.server.indexer")
 
@@ -101,8 +108,11 @@ class Indexer:
         concurrency: int = 1,
         slice_seconds: float = SLICE_SECONDS,
         locks: HomeLocks | None = None,
+        nice: int = 0,
     ):
         self.registry = registry
+        # one thread per run at once; 0: threads at the priority of the rest of the server
+        self._threads = pool(f"index-{nice}", max(1, concurrency), nice=nice)
         self.locks = locks
         self.debounce = debounce
         self.slice_seconds = slice_seconds
@@ -232,7 +242,9 @@ class Indexer:
         fields: dict = {"user_key": key}
         level = logging.INFO
         try:
-            fields["passages"] = await asyncio.to_thread(self.embed, key)
+            call = functools.partial(contextvars.copy_context().run, self.embed, key)
+            loop = asyncio.get_running_loop()
+            fields["passages"] = await loop.run_in_executor(self._threads, call)
             fields["outcome"] = "ok"
         except IndexYielded as exc:
             self.yielded += 1
