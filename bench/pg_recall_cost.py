@@ -15,6 +15,11 @@ with `git show`), each on a pool of its own, for `--rounds` rounds:
 `--answers`: first, every query of every user is answered by both versions, and the run
 stops at the first answer that differs by a character.
 
+`--busy`: a thread spins Python beside the recalls, as a server's event loop and other
+requests would (bench/recall_beside_busy.py): every wait on PostgreSQL gives up the interpreter
+lock, which it then keeps for up to the switch interval. The CPU figures then count it too;
+compare the warm recalls' wall times (p50 and p95 over every recall, printed in every run).
+
 `--echo`: each recall also records what it showed (`Memory.note_returned`), as the server
 does after answering. `--older-ahead N` has the older version widen with `search.AHEAD = N` (1: each further hit's
 sides read alone, as before AHEAD), to measure that change of search.py on this tree's store.
@@ -37,6 +42,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from itertools import groupby
 from pathlib import Path
@@ -163,6 +169,12 @@ def main() -> None:
         help="first check that both versions answer every query of every user alike",
     )
     parser.add_argument(
+        "--busy",
+        action="store_true",
+        help="a thread spinning Python beside the recalls (a server's event loop): compare the "
+        "wall times then, not the CPU, which counts the spinning",
+    )
+    parser.add_argument(
         "--counted", type=int, default=40, help="warm recalls whose round trips are averaged"
     )
     args = parser.parse_args()
@@ -227,6 +239,18 @@ def main() -> None:
         }
         for name in versions
     }
+    walls: dict[str, list[float]] = {name: [] for name in versions}  # each warm recall's
+    spinning = threading.Event()
+
+    def busy() -> None:
+        x = 0
+        while spinning.is_set():
+            for i in range(1000):
+                x += i
+
+    if args.busy:
+        spinning.set()
+        threading.Thread(target=busy, daemon=True).start()
     for _ in range(args.rounds):
         for name in versions:
             memories = open_memories[name]
@@ -236,7 +260,9 @@ def main() -> None:
                 time.perf_counter(),
             )
             for n in range(args.recalls):
+                started = time.perf_counter()
                 recall(memories[n % len(memories)], n)
+                walls[name].append((time.perf_counter() - started) * 1000)
             done = samples[name]
             done["warm_cpu"].append((time.process_time() - cpu) / args.recalls * 1000)
             done["warm_pg"].append((backend_cpu(traces[name].conns) - pg) / args.recalls * 1000)
@@ -251,6 +277,7 @@ def main() -> None:
             done["cold_cpu"].append((time.process_time() - cpu) / len(users) * 1000)
             done["cold_pg"].append((backend_cpu(traces[name].conns) - pg) / len(users) * 1000)
             done["cold_wall"].append((time.perf_counter() - wall) / len(users) * 1000)
+    spinning.clear()
     out: dict = {
         "load": os.getloadavg()[0],
         "against": args.against,
@@ -262,6 +289,9 @@ def main() -> None:
     for name in versions:
         memory = open_memories[name][0]
         out[name] = {key: round(statistics.median(v), 2) for key, v in samples[name].items()}
+        ranked = sorted(walls[name])
+        out[name]["warm_wall_p50"] = round(ranked[len(ranked) // 2], 2)
+        out[name]["warm_wall_p95"] = round(ranked[int(len(ranked) * 0.95)], 2)
         out[name]["warm_round_trips"] = traces[name].count(lambda m=memory: recall(m, 1))
         out[name]["warm_round_trips_mean"] = round(
             traces[name].count(
