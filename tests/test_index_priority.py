@@ -51,9 +51,10 @@ def test_index_runs_embed_on_lowered_threads_and_complete(tmp_path):
         memory.embedder.embed_passages(["warm", "up"])
     before = threads_now()
     base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())  # under `nice`: not 0
+    low = min(19, base + 5)
 
     async def scenario() -> Indexer:
-        indexer = Indexer(registry, debounce=0.01, nice=19)
+        indexer = Indexer(registry, debounce=0.01, nice=5)
         for key in keys:
             indexer.schedule(key)
         await indexer.wait_idle(300)
@@ -72,7 +73,7 @@ def test_index_runs_embed_on_lowered_threads_and_complete(tmp_path):
         tid: (name, nice, ticks - before.get(tid, (name, nice, 0))[2])
         for tid, (name, nice, ticks) in after.items()
     }
-    lowered = [g for g in gained.values() if g[1] == 19]
+    lowered = [g for g in gained.values() if g[1] == low]
     names = {g[0] for g in lowered}
     assert any(n.startswith("ireneo-index") for n in names), gained
     assert any(n.startswith("ireneo-background") for n in names), gained
@@ -88,10 +89,10 @@ def test_a_pool_without_nice_keeps_the_priority_it_had():
         lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     )
     assert done.result(30) == os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    lowered = pool("test-lowered", 1, nice=19).submit(
+    lowered = pool("test-lowered", 1, nice=3).submit(
         lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     )
-    assert lowered.result(30) == 19
+    assert lowered.result(30) == min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + 3)
 
 
 @pytest.mark.skipif(not hasattr(os, "getpriority"), reason="no nice here")

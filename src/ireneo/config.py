@@ -207,7 +207,7 @@ class Settings:
     recall_concurrency: int = 4
     recall_timeout: float = 10.0
     index_concurrency: int = 1
-    index_nice: int = 10  # the indexer's CPU priority (Linux nice, 1-19; 0: as recall's)
+    index_nice: int = 10  # nice steps the indexer runs below the server (Linux; 0: none)
     ingest_concurrency: int = 4  # stores running at once (worker threads)
     ingest_queue: int = 64  # ingest requests admitted at once, running or waiting; then 429
     read_timeout: float = 10.0  # seconds to send a request's head, then its body

@@ -41,12 +41,12 @@ _pools: dict[str, ThreadPoolExecutor] = {}
 _lock = threading.Lock()
 
 
-_background = threading.local()  # .nice: the priority this thread was lowered to
+_background = threading.local()  # .nice: how far this thread was lowered
 
 
 def pool(purpose: str, threads: int | None = None, *, nice: int = 0) -> ThreadPoolExecutor:
     """The process's pool for `purpose`, started on first use: `threads` threads (default: one
-    per usable core), each lowered to `nice` as it starts (0: left as it is). Asked again with
+    per usable core), each lowered by `nice` as it starts (0: left as it is). Asked again with
     more threads, the same pool may start that many."""
     wanted = threads or usable_cores()
     with _lock:
@@ -64,17 +64,18 @@ def pool(purpose: str, threads: int | None = None, *, nice: int = 0) -> ThreadPo
 
 
 def lower_priority(nice: int) -> bool:
-    """Lower the calling thread's CPU priority to `nice` (1 to 19; threads it starts later
-    inherit it); True if it now runs at `nice` or lower. Linux only: elsewhere, or where the OS
-    refuses, nothing changes and False comes back. A thread's priority is never raised again
-    (that needs privileges), so only threads kept for background work are lowered."""
-    nice = min(19, nice)
+    """Lower the calling thread's CPU priority `nice` steps below the process's (its main
+    thread's nice + `nice`, at most 19; threads it starts later inherit it); True if it now
+    runs there or lower. Linux only: elsewhere, or where the OS refuses, nothing changes and
+    False comes back. A thread's priority is never raised again (that needs privileges), so
+    only threads kept for background work are lowered."""
     if nice <= 0 or sys.platform != "linux":  # elsewhere a thread id is not a PRIO_PROCESS id
         return False
     tid = threading.get_native_id()
     try:
-        if os.getpriority(os.PRIO_PROCESS, tid) < nice:
-            os.setpriority(os.PRIO_PROCESS, tid, nice)
+        target = min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + nice)
+        if os.getpriority(os.PRIO_PROCESS, tid) < target:
+            os.setpriority(os.PRIO_PROCESS, tid, target)
     except OSError:
         return False
     _background.nice = nice
@@ -83,7 +84,7 @@ def lower_priority(nice: int) -> bool:
 
 def helpers(default: ThreadPoolExecutor) -> ThreadPoolExecutor:
     """Where the calling thread sends the parallel calls it waits for: `default`, or from a
-    lowered thread, the "background" pool (as many threads, at that priority), so that its
+    lowered thread, the "background" pool (as many threads, lowered as far), so that its
     work is not done by interactive threads at theirs."""
     nice = getattr(_background, "nice", 0)
     if nice <= 0 or threading.current_thread().name.startswith("ireneo-background"):

@@ -7,9 +7,9 @@ runs of one user never overlap, and a post during a run earns exactly one more r
 `concurrency` runs go at once over all users (embedding is CPU-bound: recall keeps a core).
 Recall never waits for any of this: stored turns are keyword-searchable at once.
 
-Runs embed on the process's "index" threads, lowered to CPU priority `nice` (Linux; the
-parallel calls they fan out run on threads lowered the same, ireneo.workers.helpers): they get
-what recall leaves of the CPU, and all of it when recall is idle (docs/reliability.md).
+Runs embed on the process's "index" threads, `nice` steps below the server's CPU priority
+(Linux; the parallel calls they fan out run on threads lowered as far, workers.helpers): they
+get what recall leaves of the CPU, and all of it when recall is idle (docs/reliability.md).
 
 A run takes turns with other users: once it has embedded for `slice_seconds` and another user
 waits for a slot, it stops after its current (committed) batch and queues again behind them, so
