@@ -3,14 +3,11 @@ statistics' read in flight, and an echo record that sends nothing when it has no
 
 from __future__ import annotations
 
-import json
-import logging
 import threading
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import psycopg
 import pytest
 from psycopg.pq import Trace
 
@@ -129,68 +126,3 @@ def test_an_echo_record_of_nothing_sends_nothing_and_old_records_still_go(
     fresh = PostgresStore(one_connection, name)
     fresh.record_returned([], now, keep_after)
     assert fresh.returned_texts(old) == ["Bearing replaced."]
-
-
-def scope_left(pool) -> tuple:
-    with pool.connection() as conn:
-        status = conn.info.transaction_status
-        scope, path = conn.execute(
-            "SELECT current_setting('app.user_id', true), current_setting('search_path')"
-        ).fetchone()  # type: ignore[misc]
-    return status, scope or None, path
-
-
-def test_prepared_reads_keep_each_user_to_their_rows(pg_database, tmp_path):
-    """A warm recall's reads are prepared statements, planned once for every user of the
-    connection (a generic plan after a few uses): the policies still admit only the scope's
-    user, whatever user the statement names, and no scope outlives its read, failing or not."""
-    pool = open_pool(pg_database.app_url, max_size=1)  # every user on the one connection
-    try:
-        owner = indexed(pool, tmp_path)
-        other = PostgresStore(pool, user())
-        mine = PostgresStore(pool, owner)
-        before = scope_left(pool)
-        window = [("pump-1", 0, 1)]
-        for _ in range(12):  # past the uses after which PostgreSQL may keep a generic plan
-            assert [t.text for t in mine.turn_windows(window)[0]] == [
-                "The pump on line 3 failed.",
-                "Bearing replaced.",
-            ]
-            assert other.turn_windows(window) == [[]]
-            assert mine.term_stats(["pump"]).document_frequency == {"pump": 1}
-            assert other.term_stats(["pump"]).document_frequency == {}
-        # the other user's scope with the owner's name in the statement: the policy decides
-        forged = json.dumps([{"i": 0, "s": "pump-1", "l": 0, "h": 1}])
-        assert other._prepared((postgres._WINDOWS, (forged, owner))) == [[]]
-        assert scope_left(pool) == before
-        with pytest.raises(psycopg.Error):
-            other._prepared((postgres._WINDOWS, ("not json", owner)))
-        assert scope_left(pool) == before
-        with pool.connection() as conn:
-            prepared = conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
-        assert prepared is not None and prepared[0] >= 2  # the scope and the reads
-    finally:
-        pool.close()
-
-
-def test_a_prepared_read_on_a_connection_found_dead_is_retried_once(
-    pg_database, tmp_path, monkeypatch, caplog
-):
-    """A connection that died after the pool's check (PostgreSQL restarted) fails the prepared
-    read's round trip; the read runs again on a fresh connection, which prepares anew."""
-    from tests.test_postgres_connections import backend_pid, kill
-
-    monkeypatch.setattr(postgres, "check_quietly", lambda conn: None)  # handed out unchecked
-    pool = open_pool(pg_database.app_url, max_size=1)
-    try:
-        store = PostgresStore(pool, indexed(pool, tmp_path))
-        window = [("pump-1", 0, 0)]
-        for _ in range(3):  # prepared on this connection
-            assert [t.text for t in store.turn_windows(window)[0]] == ["The pump on line 3 failed."]
-        kill(pg_database.superuser_url, backend_pid(pool))
-        with caplog.at_level(logging.WARNING, logger="ireneo.store.postgres"):
-            assert [t.text for t in store.turn_windows(window)[0]] == ["The pump on line 3 failed."]
-        assert [r for r in caplog.records if "found dead" in r.message]
-        assert scope_left(pool)[:2] == (psycopg.pq.TransactionStatus.IDLE, None)
-    finally:
-        pool.close()

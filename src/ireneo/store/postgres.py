@@ -86,7 +86,6 @@ class SchemaOutdated(RuntimeError):
 POOL_TIMEOUT = 10.0  # seconds
 SEEN_KEPT = 4096  # conversations named without a round trip (conversation_ref), at most
 COUNTED_FOR = 0.5  # seconds counters read with other values stand for a new read
-ASKED_ONLY = 2**62  # psycopg's prepare_threshold: prepared only with prepare=True
 PRUNE_EVERY = 60.0  # seconds between removals of echo records past their window (a store's)
 # The corpus row: the statistics BM25 reads (passages, terms) and the counters that keep
 # search's copies up to date (store/kept.py).
@@ -102,12 +101,6 @@ _SAVED_WITH_LAYOUT = (  # and the layout's copy, if saved at the corpus row's co
     "ON c.user_id = s.user_id WHERE s.user_id = %s AND (s.name = %s AND s.deletes = %s "
     "OR s.name = 'layout' AND s.deletes = c.passage_deletes)"
 )
-_WINDOWS = (  # each window looked up on its own (turn_windows)
-    "SELECT w.i, t.session_id, t.turn_uuid, t.seq, t.ts, t.role, t.harness, t.blocks, "
-    "t.echo FROM json_to_recordset(%s::json) AS w(i int, s text, l int, h int) "
-    "CROSS JOIN LATERAL (SELECT * FROM turns WHERE user_id = %s AND session_id = w.s "
-    "AND seq BETWEEN w.l AND w.h OFFSET 0) t ORDER BY w.i, t.seq, t.id"
-)
 _TERM_DF = (
     "SELECT term, docs FROM term_df WHERE user_id = %s AND term = ANY(%s::text[]) AND docs > 0"
 )
@@ -119,9 +112,9 @@ def open_pool(url: str, *, max_size: int = 8) -> ConnectionPool:
         url,
         min_size=1,
         max_size=max(1, max_size),
-        # server-side prepared statements only where the store asks (`_prepared`: a warm
-        # recall's reads), never by psycopg's count of uses
-        kwargs={"autocommit": True, "prepare_threshold": ASKED_ONLY},
+        # no server-side prepared statements: a generic plan cannot know whose rows it reads,
+        # and transaction-mode poolers do not keep them
+        kwargs={"autocommit": True, "prepare_threshold": None},
         configure=_configure,
         # a connection handed out is checked first, without a round trip unless PostgreSQL
         # has closed it or said something since (after a restart the idle ones are dead); one
@@ -379,27 +372,6 @@ class PostgresStore(Store[psycopg.Cursor]):
                     cur.nextset()
                     rows.append(cur.fetchall())
                 return rows
-
-        with storage_errors():
-            return _on_connection(self._pool, read)
-
-    def _prepared(self, *queries: tuple[str, tuple]) -> list[list[tuple]]:
-        """The rows of each of a warm recall's reads, as prepared statements (the scope too):
-        parsing and planning were 40% of the backend's CPU in a recall's reads, and a prepared
-        one is parsed once a connection (docs/scaling.md, item 14). The scope and the queries
-        are pipelined, one round trip and one transaction (they end at the one Sync). Retried
-        once on another connection if this one is found dead: a read may run twice."""
-
-        def read(conn: psycopg.Connection) -> list[list[tuple]]:
-            try:
-                with conn.pipeline():
-                    conn.execute(_SCOPE, (self.user,), prepare=True)
-                    cursors = [conn.execute(q, values, prepare=True) for q, values in queries]
-                return [cur.fetchall() for cur in cursors]  # the results came as it ended
-            except BaseException:
-                if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
-                    conn.execute("ROLLBACK")
-                raise
 
         with storage_errors():
             return _on_connection(self._pool, read)
@@ -789,7 +761,13 @@ class PostgresStore(Store[psycopg.Cursor]):
             }
             for i, (sid, lo, hi) in enumerate(windows)
         ]
-        [rows] = self._prepared((_WINDOWS, (json.dumps(bounded, ensure_ascii=False), self.user)))
+        rows = self._all(
+            "SELECT w.i, t.session_id, t.turn_uuid, t.seq, t.ts, t.role, t.harness, t.blocks, "
+            "t.echo FROM json_to_recordset(%s::json) AS w(i int, s text, l int, h int) "
+            "CROSS JOIN LATERAL (SELECT * FROM turns WHERE user_id = %s AND session_id = w.s "
+            "AND seq BETWEEN w.l AND w.h OFFSET 0) t ORDER BY w.i, t.seq, t.id",
+            (json.dumps(bounded, ensure_ascii=False), self.user),
+        )
         turns: list[list[Turn]] = [[] for _ in windows]
         for i, *row in rows:
             turns[i].append(_turn(tuple(row)))
