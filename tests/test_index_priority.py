@@ -106,6 +106,6 @@ def test_the_setting_has_a_default_and_refuses_what_is_not_a_nice():
     assert Settings().index_nice == 10
     assert Settings.from_env({"IRENEO_INDEX_NICE": "0"}).index_nice == 0
     assert Settings.from_env({"IRENEO_INDEX_NICE": "10"}).index_nice == 10
-    for wrong in ("20", "-1", "low"):
+    for wrong in ("20", "-1", "low", "10.5"):
         with pytest.raises(SettingsError, match="IRENEO_INDEX_NICE"):
             Settings.from_env({"IRENEO_INDEX_NICE": wrong})

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
+import threading
 import time
 
 import pytest
@@ -84,3 +87,33 @@ def test_a_replica_starts_the_next_due_job_when_a_run_ends_not_at_the_next_poll(
         registry.close_all()
     assert queued == 0 and sum(indexer.runs.values()) == 3
     assert all(pending(pool, key) == 0 for key in keys)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="per-thread nice is Linux's")
+def test_a_replica_indexes_on_threads_below_the_server(pool, tmp_path):
+    """As the embedded store's indexer: runs go to threads `nice` steps below the server, so
+    recall keeps the CPU first (tests/test_index_priority.py has the embedded store's case)."""
+    key = user_key("lowered")
+    store(pool, key, 40)
+    registry = OpenMemories(tmp_path, database=pool)
+    seen: list[int] = []
+    real = SharedIndexer._run_locked
+
+    def run_locked(self, key, held):
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        return real(self, key, held)
+
+    async def scenario() -> SharedIndexer:
+        indexer = SharedIndexer(registry, pool, debounce=0.0, nice=4)
+        indexer._run_locked = run_locked.__get__(indexer)
+        indexer.schedule(key)
+        await indexer.wait_idle(300)
+        await indexer.stop()
+        return indexer
+
+    try:
+        indexer = asyncio.run(scenario())
+    finally:
+        registry.close_all()
+    assert indexer.failures == {} and pending(pool, key) == 0
+    assert seen and set(seen) == {min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + 4)}

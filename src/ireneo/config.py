@@ -87,17 +87,18 @@ class _Environment:
             raise _refused(name, raw, _number_rule(positive, most))
         return value
 
-    def whole(self, name: str, default: int) -> int:
-        """A whole number of at least 1."""
+    def whole(self, name: str, default: int, *, least: int = 1, most: int | None = None) -> int:
+        """A whole number from `least` to `most`."""
         raw = self.text(name)
         if raw is None:
             return default
         try:
             value = int(raw)
         except ValueError:
-            value = 0
-        if value < 1:
-            raise _refused(name, raw, "give a whole number of at least 1")
+            value = least - 1
+        if value < least or (most is not None and value > most):
+            rule = f"from {least} to {most}" if most is not None else f"of at least {least}"
+            raise _refused(name, raw, f"give a whole number {rule}")
         return value
 
     def numbers(self, name: str, default: tuple[float, ...], *, what: str) -> tuple[float, ...]:
@@ -404,7 +405,7 @@ def _read(env: _Environment) -> dict[str, object]:
         "recall_concurrency": whole("IRENEO_RECALL_CONCURRENCY", d.recall_concurrency),
         "recall_timeout": number("IRENEO_RECALL_TIMEOUT", d.recall_timeout),
         "index_concurrency": whole("IRENEO_INDEX_CONCURRENCY", d.index_concurrency),
-        "index_nice": int(number("IRENEO_INDEX_NICE", d.index_nice, positive=False, most=19)),
+        "index_nice": whole("IRENEO_INDEX_NICE", d.index_nice, least=0, most=19),
         "ingest_concurrency": whole("IRENEO_INGEST_CONCURRENCY", d.ingest_concurrency),
         "ingest_queue": whole("IRENEO_INGEST_QUEUE", d.ingest_queue),
         "read_timeout": number("IRENEO_READ_TIMEOUT", d.read_timeout),

@@ -360,7 +360,11 @@ def _indexer(
     from ireneo.server.shared_indexer import SharedIndexer  # PostgreSQL's: an extra
 
     return SharedIndexer(
-        registry, pool, debounce=settings.index_debounce, concurrency=settings.index_concurrency
+        registry,
+        pool,
+        debounce=settings.index_debounce,
+        concurrency=settings.index_concurrency,
+        nice=settings.index_nice,
     )
 
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import functools
 import logging
 import time
 from collections import Counter, deque
@@ -31,6 +33,7 @@ from ireneo.server.indexer import SLICE_SECONDS, IndexStopped, IndexYielded, Sli
 from ireneo.server.logs import log_event
 from ireneo.server.memories import OpenMemories
 from ireneo.store.pg_schema import SCHEMA
+from ireneo.workers import pool as threads
 
 log = logging.getLogger("ireneo.server.indexer")
 
@@ -51,9 +54,12 @@ class SharedIndexer:
         concurrency: int = 1,
         poll: float | None = None,
         slice_seconds: float = SLICE_SECONDS,
+        nice: int = 0,
     ):
         self.registry = registry
         self.pool = pool
+        # one thread per run at once, `nice` steps below the server (as Indexer's)
+        self._threads = threads(f"index-{nice}", max(1, concurrency), nice=nice)
         self.debounce = debounce
         self.poll = poll if poll is not None else min(1.0, max(0.05, debounce))
         self.concurrency = max(1, concurrency)
@@ -153,7 +159,8 @@ class SharedIndexer:
         fields: dict = {"user_key": key}
         level = logging.INFO
         try:
-            done = await asyncio.to_thread(self._run_locked, key, held)
+            call = functools.partial(contextvars.copy_context().run, self._run_locked, key, held)
+            done = await asyncio.get_running_loop().run_in_executor(self._threads, call)
             if done is None:
                 self.skipped += 1
                 return
