@@ -8,6 +8,7 @@ httptools (what `ireneo serve` runs) and h11 (what it runs where httptools is no
 
 from __future__ import annotations
 
+import contextlib
 import json
 import resource
 import socket
@@ -294,3 +295,23 @@ def test_a_slow_client_inside_the_deadline_is_served(server):
     finally:
         sock.close()
     assert answer.startswith(b"HTTP/1.1 202"), answer[:200]
+
+
+def test_a_head_past_the_bound_is_refused_at_once(server):
+    """llhttp bounds no head: a header of 1 MB was served (and one streamed for the deadline grew
+    the server by 60 MB and stalled its loop). Refused as on h11: 431 (h11: 400), closed."""
+    sock = connect(server)
+    started = time.monotonic()
+    try:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # closed before the end
+            sock.sendall(
+                b"GET /health HTTP/1.1\r\nhost: test\r\nx-big: " + b"a" * 2**20 + b"\r\n\r\n"
+            )
+        received, closed = read_until_closed(sock, READ_TIMEOUT + SLACK)
+    finally:
+        sock.close()
+    assert not received.startswith(b"HTTP/1.1 2"), received[:80]
+    if received:  # the answer may be lost to the reset of a close with bytes unread
+        assert received.startswith((b"HTTP/1.1 431", b"HTTP/1.1 400")), received[:80]
+    assert closed - started < READ_TIMEOUT
+    assert httpx2.get(f"{server}/health", timeout=10).status_code == 200

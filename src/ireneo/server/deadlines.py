@@ -20,6 +20,7 @@ import enum
 import json
 
 import h11
+from h11._connection import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE  # as uvicorn's h11 protocol
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -30,6 +31,13 @@ except ImportError:  # httptools not installed (a platform without its wheel): h
 
 BODY_GRACE = 2.0  # seconds the protocol waits past the deadline: BodyDeadline answers first
 LATE_HEAD = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+# The most a head may hold: h11's own bound (which it answers 400), kept on httptools, whose
+# parser has none and gathers a header's text by repeated concatenation.
+MAX_HEAD = DEFAULT_MAX_INCOMPLETE_EVENT_SIZE  # 16 KiB
+LARGE_HEAD = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n"
+    b"connection: close\r\n\r\n"
+)
 
 
 class Reading(enum.Enum):
@@ -151,19 +159,36 @@ if HttpToolsProtocol is not None:
         reads on past a request into the next one (h11 holds it until the response is sent), so
         where reading stands is kept from its callbacks; a pipelined request waits its turn with
         reading paused, and like a head begun while a response runs, its deadline starts once
-        the responses before it are sent."""
+        the responses before it are sent. llhttp bounds no head, so a head still incomplete
+        past `MAX_HEAD` bytes (plus the rest of the read it began in) is answered 431 and closed
+        (unbounded, a header streamed for the deadline grows the server and stalls its loop)."""
 
         _phase = Reading.HEAD  # the parser's place: HEAD until a head is in, BODY until its end
 
         def connection_made(self, transport) -> None:  # type: ignore[override]
             self._phase = Reading.HEAD
             self._begun = False
+            self._head_size = 0  # bytes read of a head still arriving, after its first read
+            self._begun_now = False  # the head began in the read being parsed
             super().connection_made(transport)
+
+        def data_received(self, data: bytes) -> None:
+            self._begun_now = False
+            super().data_received(data)
+            if self._begun and not self._begun_now and not self.transport.is_closing():
+                self._head_size += len(data)  # all of this read is the incomplete head
+                if self._head_size > MAX_HEAD:
+                    self.logger.warning("Request head larger than %d bytes.", MAX_HEAD)
+                    self._disarm()
+                    self.transport.write(LARGE_HEAD)
+                    self.transport.close()
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
             self._phase = Reading.HEAD
             self._begun = True
+            self._begun_now = True
+            self._head_size = 0
 
         def on_headers_complete(self) -> None:
             self._phase = Reading.BODY
