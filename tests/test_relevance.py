@@ -234,9 +234,6 @@ def korean_minilm_memory(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True, reason="search.py must pass relevance.unread(query, lift) to answers()"
-)
 def test_minilm_refuses_korean_off_topic_questions_it_cannot_read_and_answers_the_rest(
     korean_minilm_memory,
 ):

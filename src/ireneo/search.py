@@ -338,6 +338,7 @@ class LexicalQuery:
     passages: int  # in the memory
     names: list[_Name]  # the names the query mentions that the memory holds
     gate: np.ndarray | None = None  # per term: its weight in the content (relevance.weights)
+    unread: float = 0.0  # the share of the query its model cannot read (relevance.unread)
 
     @classmethod
     def build(
@@ -378,6 +379,7 @@ class LexicalQuery:
             stats.passages,
             _held_names(named, words, pairs),
             gate,
+            relevance.unread(query, fusion.lift),
         )
 
     @property
@@ -751,7 +753,9 @@ def _answers(
     of its content words, or stands out in meaning, or both in part."""
     gate = lexical.content_weights if lexical.gate is None else lexical.gate
     found = (counts[:, : lexical.words] > 0) @ gate
-    return relevance.answers(found, lexical.mass, cosine, median, fusion.lift, lexical.passages)
+    return relevance.answers(
+        found, lexical.mass, cosine, median, fusion.lift, lexical.passages, lexical.unread
+    )
 
 
 def _idf(stats: TermStats, term: str) -> float:
