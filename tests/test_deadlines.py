@@ -13,6 +13,7 @@ import json
 import resource
 import socket
 import subprocess
+import threading
 import time
 
 import httpx2
@@ -83,11 +84,24 @@ def server(request, tmp_path_factory):
     )
     start = start_server if request.param == "httptools" else start_without_httptools
     process, url = start(env)
+    PIDS[url] = process.pid
     try:
         wait_ready(process, url)
         yield url
     finally:
         stop_server(process)
+
+
+PIDS: dict[str, int] = {}  # each server's process, by its URL
+
+
+def resident_mb(url: str) -> float:
+    """The server process's resident memory, in MB."""
+    with open(f"/proc/{PIDS[url]}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
 
 
 def address(url: str) -> tuple[str, int]:
@@ -314,4 +328,56 @@ def test_a_head_past_the_bound_is_refused_at_once(server):
     if received:  # the answer may be lost to the reset of a close with bytes unread
         assert received.startswith((b"HTTP/1.1 431", b"HTTP/1.1 400")), received[:80]
     assert closed - started < READ_TIMEOUT
+    assert httpx2.get(f"{server}/health", timeout=10).status_code == 200
+
+
+@pytest.fixture(params=["httptools", "h11"])
+def logged_server(request, tmp_path):
+    """A server as `server`, its log to a file: thousands of requests fill a pipe's buffer."""
+    port = free_port()
+    command = [PYTHON, "-m", "ireneo.cli", "serve", "--port", str(port)]
+    if request.param == "h11":
+        command = [PYTHON, "-c", WITHOUT_HTTPTOOLS, str(port)]
+    env = subprocess_env(**SERVER_ENV, IRENEO_HOME=str(tmp_path), IRENEO_READ_TIMEOUT="4")
+    with open(tmp_path / "server.log", "w") as log:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    PIDS[url] = process.pid
+    try:
+        wait_ready(process, url)
+        yield url
+    finally:
+        stop_server(process)
+
+
+def test_pipelined_requests_are_read_no_faster_than_answered(logged_server):
+    """httptools resumed reading at every response with requests still queued, so a client
+    pipelining cheap requests grew the server without bound (+250 MB in 3 s, one connection)."""
+    server = logged_server
+    sock = connect(server)
+    requests = b"GET /health HTTP/1.1\r\nhost: test\r\n\r\n" * 5000
+    before = resident_mb(server)
+    most = before
+    answered = 0
+    done = threading.Event()
+
+    def pipeline() -> None:
+        started = time.monotonic()
+        with contextlib.suppress(OSError):
+            while time.monotonic() - started < 3 and not done.is_set():
+                sock.sendall(requests)
+
+    sender = threading.Thread(target=pipeline)
+    sender.start()
+    try:
+        sock.settimeout(10)
+        while sender.is_alive():
+            answered += sock.recv(1 << 20).count(b"HTTP/1.1 200")
+            most = max(most, resident_mb(server))
+    finally:
+        done.set()
+        sock.close()
+        sender.join()
+    assert answered > 0
+    assert most - before < 100, f"{before:.0f} -> {most:.0f} MB"
     assert httpx2.get(f"{server}/health", timeout=10).status_code == 200

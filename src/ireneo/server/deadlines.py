@@ -159,7 +159,9 @@ if HttpToolsProtocol is not None:
         reads on past a request into the next one (h11 holds it until the response is sent), so
         where reading stands is kept from its callbacks; a pipelined request waits its turn with
         reading paused, and like a head begun while a response runs, its deadline starts once
-        the responses before it are sent. llhttp bounds no head, so a head still incomplete
+        the responses before it are sent; reading stays paused while any wait (uvicorn reads on
+        at each response, and a client pipelining cheap requests grew the queue without bound,
+        by one read's worth per response). llhttp bounds no head, so a head still incomplete
         past `MAX_HEAD` bytes (plus the rest of the read it began in) is answered 431 and closed
         (unbounded, a header streamed for the deadline grows the server and stalls its loop)."""
 
@@ -198,6 +200,11 @@ if HttpToolsProtocol is not None:
         def on_message_complete(self) -> None:
             self._phase = Reading.HEAD
             super().on_message_complete()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()  # resumes reading, starts the next queued request
+            if self.pipeline and not self.transport.is_closing():
+                self.flow.pause_reading()  # read on once the queued requests are answered
 
         def _reading(self) -> Reading:
             if self.pipeline:  # requests waiting their turn: reading is paused
