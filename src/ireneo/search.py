@@ -43,7 +43,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from itertools import islice, pairwise
+from itertools import groupby, islice, pairwise
 from typing import NamedTuple, Protocol
 
 import numpy as np
@@ -576,18 +576,31 @@ def _without_numbered_names(
         [(sid, seq - radius, seq + radius) for sid, seq in layout.turns(keys[best])]
     )
     window = window.copy()
-    capitals: dict[str, list[list[str]]] = {}  # by text: neighbouring windows share turns
     for row, turns in zip(best.tolist(), texts, strict=True):
-        runs = []
-        for turn in turns:
-            text = turn.text
-            if text not in capitals:
-                capitals[text] = runs_of_capitals(text)
-            runs += capitals[text]
+        runs = _capitals(layout, turns)
         for name, share in zip(lexical.names, shares.tolist(), strict=True):
             if name.terms in unnumbered and _numbered_only(name.terms, runs):
                 window[row] -= share
     return window
+
+
+def _capitals(layout: PassageLayout, turns: list[Turn]) -> list[list[str]]:
+    """The capitalised runs of the turns' texts, in order: parsed once per turn while the
+    layout (or one it grows into) holds it (`layout.capitals`, as `_written` keeps names). The
+    turns of one seq are kept together, and parsed again if their number has changed."""
+    held = layout.capitals
+    runs: list[list[str]] = []
+    for (session_id, seq), same in groupby(turns, key=lambda turn: (turn.session_id, turn.seq)):
+        group = list(same)
+        key = layout.turn_key(session_id, seq)
+        kept = held.get(key) if key is not None else None
+        if not isinstance(kept, tuple) or len(kept) != len(group):
+            kept = tuple(runs_of_capitals(turn.text) for turn in group)
+            if key is not None and len(held) < WRITTEN_HELD:
+                held[key] = kept
+        for parsed in kept:
+            runs += parsed
+    return runs
 
 
 def _numbered_only(name: list[str], runs: list[list[str]]) -> bool:

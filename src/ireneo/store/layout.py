@@ -82,8 +82,8 @@ class Codes:
 
 class PassageLayout:
     """Passages by id, ascending, with their turn keys, filter columns and terms. Never changed
-    once built (but for `written`, a cache): a store swaps in a new one as passages arrive (and
-    rebuilds after a deletion)."""
+    once built (but for `written` and `capitals`, caches): a store swaps in a new one as passages
+    arrive (and rebuilds after a deletion)."""
 
     def __init__(self) -> None:
         self.ids = np.zeros(0, dtype=np.int64)
@@ -102,6 +102,9 @@ class PassageLayout:
         # what search read of each turn's text, by turn key (search.names_in_memory): kept while
         # the turn's passages are, which a new layout built after a deletion starts without
         self.written: dict[int, object] = {}
+        # the capitalised runs of each turn's text, by turn key (search._without_numbered_names),
+        # kept and dropped as `written` is
+        self.capitals: dict[int, object] = {}
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -156,10 +159,15 @@ class PassageLayout:
         new.tokens = np.concatenate([self.tokens, tokens])
         new._order_turns()
         new._postings = self._postings  # still true of the passages it covers
+        added = np.unique(keys).tolist() if self.written or self.capitals else []
         if self.written:  # a turn that gained passages may have been stored again
             new.written = dict(self.written)  # at once: recalls may still add to this one's
-            for key in np.unique(keys).tolist():
+            for key in added:
                 new.written.pop(key, None)
+        if self.capitals:
+            new.capitals = dict(self.capitals)
+            for key in added:
+                new.capitals.pop(key, None)
         return new
 
     def saved(self) -> memoryview:
@@ -307,6 +315,11 @@ class PassageLayout:
             code = self.sessions.code.get(filters.session_id, -1)
             keep &= self.turn_keys[positions] // 2**32 == code
         return keep
+
+    def turn_key(self, session_id: str, seq: int) -> int | None:
+        """The key of a turn of a conversation this layout's codes know (None for another)."""
+        code = self.sessions.code.get(session_id)
+        return None if code is None else code * 2**32 + seq + _SEQ_OFFSET
 
     def turns(self, keys: np.ndarray) -> list[tuple[str, int]]:
         """`(session_id, seq)` of each turn key."""
