@@ -381,3 +381,24 @@ def test_pipelined_requests_are_read_no_faster_than_answered(logged_server):
     assert answered > 0
     assert most - before < 100, f"{before:.0f} -> {most:.0f} MB"
     assert httpx2.get(f"{server}/health", timeout=10).status_code == 200
+
+
+def test_a_client_that_never_reads_its_answers_is_dropped(logged_server):
+    """uvicorn waits for ever for a paused write to drain: a client that sends requests and
+    reads nothing held its connection (and the response waiting to be sent) for ever. A write
+    stalled past the deadline now aborts the connection."""
+    server = logged_server
+    requests = 2_000  # 7 KB answers: far more than the buffers on the way hold (~3 MB)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # little room for answers
+    sock.connect(address(server))
+    sock.settimeout(READ_TIMEOUT + SLACK)
+    try:
+        with contextlib.suppress(OSError):  # the server stops reading: the send may time out
+            sock.sendall(b"GET /openapi.json HTTP/1.1\r\nhost: test\r\n\r\n" * requests)
+        time.sleep(READ_TIMEOUT + SLACK)  # reading nothing meanwhile
+        received, _ = read_until_closed(sock, 30)
+    finally:
+        sock.close()
+    assert received.count(b"HTTP/1.1 200") < requests / 2  # dropped, not served on
+    assert httpx2.get(f"{server}/health", timeout=10).status_code == 200

@@ -11,6 +11,8 @@ never a place in a queue.
   `read_timeout` seconds of the head, or the request is answered 408 and its connection closed.
   POST /turns reads its body before it takes a place in its admission queue, so a client that
   stalls mid-body costs one connection for that long, never a place in the queue.
+- Writing has the same deadline: a client that reads nothing of its responses while the
+  transport's buffer is full (uvicorn would wait for ever) has its connection dropped.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class ReadDeadlines:
     def connection_made(self, transport) -> None:  # type: ignore[override]
         self._head_timer: asyncio.TimerHandle | None = None
         self._body_timer: asyncio.TimerHandle | None = None
+        self._write_timer: asyncio.TimerHandle | None = None
         self._head_bytes = False
         super().connection_made(transport)  # type: ignore[misc]
         self._arm_head()
@@ -100,7 +103,32 @@ class ReadDeadlines:
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._cancel_write()
         super().connection_lost(exc)  # type: ignore[misc]
+
+    def pause_writing(self) -> None:
+        """The transport's buffer is full: the client must read some within the deadline."""
+        super().pause_writing()  # type: ignore[misc]
+        if self._write_timer is None:
+            self._write_timer = self.loop.call_later(self.read_timeout, self._write_late)
+
+    def resume_writing(self) -> None:
+        self._cancel_write()
+        super().resume_writing()  # type: ignore[misc]
+
+    def _cancel_write(self) -> None:
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+
+    def _write_late(self) -> None:
+        """Nothing could be written for the deadline: drop the connection and what is unsent
+        (close would wait for the buffer to drain); its response's next send returns."""
+        self._write_timer = None
+        self.logger.warning(
+            "Client read no response for %g s; connection dropped.", self.read_timeout
+        )
+        self.transport.abort()
 
     def _arm_head(self) -> None:
         if self._head_timer is None:
