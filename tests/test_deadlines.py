@@ -372,14 +372,14 @@ def test_pipelined_requests_are_read_no_faster_than_answered(logged_server):
     try:
         sock.settimeout(10)
         while sender.is_alive():
-            answered += sock.recv(1 << 20).count(b"HTTP/1.1 200")
+            with contextlib.suppress(ConnectionResetError):  # dropped: too many waiting
+                answered += sock.recv(1 << 20).count(b"HTTP/1.1 200")
             most = max(most, resident_mb(server))
     finally:
         done.set()
         sock.close()
         sender.join()
-    assert answered > 0
-    assert most - before < 100, f"{before:.0f} -> {most:.0f} MB"
+    assert most - before < 100, f"{before:.0f} -> {most:.0f} MB ({answered} answered)"
     assert httpx2.get(f"{server}/health", timeout=10).status_code == 200
 
 
@@ -402,3 +402,22 @@ def test_a_client_that_never_reads_its_answers_is_dropped(logged_server):
         sock.close()
     assert received.count(b"HTTP/1.1 200") < requests / 2  # dropped, not served on
     assert httpx2.get(f"{server}/health", timeout=10).status_code == 200
+
+
+def test_reads_of_many_pipelined_requests_are_bounded(logged_server):
+    """httptools parses a whole read, queueing each pipelined request it holds: 7,000 in one
+    read of 256 KB cost ~9 MB, 20 such connections 180 MB (h11 keeps the bytes only)."""
+    before = resident_mb(logged_server)
+    most = before
+    socks = [connect(logged_server) for _ in range(20)]
+    try:
+        for sock in socks:
+            sock.sendall(b"GET /health HTTP/1.1\r\nhost: test\r\n\r\n" * 7000)
+        for _ in range(20):
+            time.sleep(0.1)
+            most = max(most, resident_mb(logged_server))
+    finally:
+        for sock in socks:
+            sock.close()
+    assert most - before < 80, f"{before:.0f} -> {most:.0f} MB"
+    assert httpx2.get(f"{logged_server}/health", timeout=10).status_code == 200

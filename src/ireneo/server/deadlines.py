@@ -33,6 +33,9 @@ except ImportError:  # httptools not installed (a platform without its wheel): h
 
 BODY_GRACE = 2.0  # seconds the protocol waits past the deadline: BodyDeadline answers first
 LATE_HEAD = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+# The most requests a connection may have waiting behind the one answered (httptools parses a
+# whole read, and each request it finds costs a scope and a cycle; h11 keeps the bytes only).
+MAX_PIPELINED = 64
 # The most a head may hold: h11's own bound (which it answers 400), kept on httptools, whose
 # parser has none and gathers a header's text by repeated concatenation.
 MAX_HEAD = DEFAULT_MAX_INCOMPLETE_EVENT_SIZE  # 16 KiB
@@ -40,6 +43,10 @@ LARGE_HEAD = (
     b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n"
     b"connection: close\r\n\r\n"
 )
+
+
+class TooManyPipelined(Exception):
+    """More than MAX_PIPELINED requests wait on one connection: its parser stops."""
 
 
 class Reading(enum.Enum):
@@ -189,7 +196,8 @@ if HttpToolsProtocol is not None:
         reading paused, and like a head begun while a response runs, its deadline starts once
         the responses before it are sent; reading stays paused while any wait (uvicorn reads on
         at each response, and a client pipelining cheap requests grew the queue without bound,
-        by one read's worth per response). llhttp bounds no head, so a head still incomplete
+        by one read's worth per response), and past `MAX_PIPELINED` waiting the connection is
+        dropped. llhttp bounds no head, so a head still incomplete
         past `MAX_HEAD` bytes (plus the rest of the read it began in) is answered 431 and closed
         (unbounded, a header streamed for the deadline grows the server and stalls its loop)."""
 
@@ -200,6 +208,7 @@ if HttpToolsProtocol is not None:
             self._begun = False
             self._head_size = 0  # bytes read of a head still arriving, after its first read
             self._begun_now = False  # the head began in the read being parsed
+            self._too_many = False  # more than MAX_PIPELINED requests wait
             super().connection_made(transport)
 
         def data_received(self, data: bytes) -> None:
@@ -224,6 +233,18 @@ if HttpToolsProtocol is not None:
             self._phase = Reading.BODY
             self._begun = False
             super().on_headers_complete()
+            if len(self.pipeline) > MAX_PIPELINED:  # stops the parser: data_received's 400
+                self._too_many = True
+                raise TooManyPipelined
+
+        def send_400_response(self, msg: str) -> None:
+            if not self._too_many:
+                super().send_400_response(msg)
+                return
+            self.logger.warning(
+                "More than %d requests pipelined; connection dropped.", MAX_PIPELINED
+            )
+            self.transport.abort()  # a response may be part-sent: no 400 after it
 
         def on_message_complete(self) -> None:
             self._phase = Reading.HEAD
