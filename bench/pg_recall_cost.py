@@ -146,6 +146,15 @@ def stock(url: str, users: list[str], conversations: int, settings: Settings) ->
     return [q for question in history.questions for q in (question.short, question.long)]
 
 
+def spin(spinning: threading.Event) -> None:
+    """Run Python while `spinning` is set: a stand-in for a server's event loop and its other
+    requests, which take the interpreter's lock whenever a recall gives it up."""
+    x = 0
+    while spinning.is_set():
+        for i in range(1000):
+            x += i
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--database-url", required=True)
@@ -242,15 +251,9 @@ def main() -> None:
     walls: dict[str, list[float]] = {name: [] for name in versions}  # each warm recall's
     spinning = threading.Event()
 
-    def busy() -> None:
-        x = 0
-        while spinning.is_set():
-            for i in range(1000):
-                x += i
-
     if args.busy:
         spinning.set()
-        threading.Thread(target=busy, daemon=True).start()
+        threading.Thread(target=spin, args=(spinning,), daemon=True).start()
     for _ in range(args.rounds):
         for name in versions:
             memories = open_memories[name]

@@ -31,7 +31,7 @@ from ireneo.server.tools import recall_answer
 from ireneo.store.postgres import open_pool
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pg_recall_cost import stock  # noqa: E402
+from pg_recall_cost import spin, stock  # noqa: E402
 
 
 def main() -> None:
@@ -68,16 +68,10 @@ def main() -> None:
             recall(memory, n)
     spinning = threading.Event()
 
-    def busy() -> None:
-        x = 0
-        while spinning.is_set():
-            for i in range(1000):
-                x += i
-
     for beside in (False, True):
         if beside:
             spinning.set()
-            threading.Thread(target=busy, daemon=True).start()
+            threading.Thread(target=spin, args=(spinning,), daemon=True).start()
         for switch in args.switch_ms:
             sys.setswitchinterval(switch / 1000)
             walls: dict[str, list[float]] = {name: [] for name in stores}
