@@ -51,6 +51,7 @@ from ireneo.server.forget import Forgetter
 from ireneo.server.logs import log_event
 from ireneo.server.memories import OpenMemories, user_key
 from ireneo.server.tools import recall_hits
+from ireneo.store.sqlite import write_ahead
 from ireneo.users import user_problem
 
 log = logging.getLogger("ireneo.server")
@@ -138,7 +139,7 @@ class Sessions:
         try:
             db.execute("PRAGMA busy_timeout=5000")
             if path is not None:
-                db.execute("PRAGMA journal_mode=WAL")
+                write_ahead(db)
             db.execute(
                 "CREATE TABLE IF NOT EXISTS sessions (n INTEGER PRIMARY KEY AUTOINCREMENT, "
                 "digest TEXT UNIQUE NOT NULL, key TEXT NOT NULL, operator INTEGER NOT NULL, "

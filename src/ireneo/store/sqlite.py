@@ -16,6 +16,7 @@ import json
 import secrets
 import sqlite3
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
@@ -273,7 +274,7 @@ class SQLiteStore(Store[sqlite3.Connection]):
         self._lock = threading.RLock()
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
-            self._db.execute("PRAGMA journal_mode=WAL")
+            write_ahead(self._db)
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.execute("PRAGMA busy_timeout=10000")
@@ -317,10 +318,18 @@ class SQLiteStore(Store[sqlite3.Connection]):
                 if version in done:
                     continue
                 # executescript commits first, so the migration is wrapped in its own transaction.
-                self._db.executescript(
-                    f"BEGIN IMMEDIATE; {script}; "
-                    f"INSERT INTO migrations VALUES ({version}, datetime('now')); COMMIT;"
-                )
+                # Its row goes in first: another process that opened the file at the same moment
+                # and applied it meanwhile makes that insert fail, and this one rolls back.
+                try:
+                    self._db.executescript(
+                        f"BEGIN IMMEDIATE; "
+                        f"INSERT INTO migrations VALUES ({version}, datetime('now')); {script}; "
+                        "COMMIT;"
+                    )
+                except sqlite3.IntegrityError as exc:
+                    self._db.execute("ROLLBACK")
+                    if "migrations.version" not in str(exc):
+                        raise
             if self._get_meta("ref_salt") is None:
                 self._db.execute(
                     "INSERT OR IGNORE INTO meta VALUES ('ref_salt', ?)", (secrets.token_hex(16),)
@@ -1007,6 +1016,22 @@ class _Transaction:
 
 
 FULL = "the memory's disk is full; nothing of the write was stored"
+
+
+def write_ahead(db: sqlite3.Connection, wait: float = 10.0) -> None:
+    """Put the file `db` opened in WAL mode. Two processes opening a new file at once (two
+    workers: a user's first posts, the inspector's sign-ins) both switch it, and SQLite answers
+    the one that finds the other switching "database is locked" at once, without waiting on its
+    busy handler (4 of 14 simultaneous opens): so the switch is tried again for `wait` s."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 def _is_full(exc: BaseException | None) -> bool:
