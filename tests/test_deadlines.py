@@ -9,12 +9,14 @@ httptools (what `ireneo serve` runs) and h11 (what it runs where httptools is no
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import resource
 import socket
 import subprocess
 import threading
 import time
+from collections.abc import Iterable
 
 import httpx2
 import pytest
@@ -137,6 +139,24 @@ def still_open(sock: socket.socket) -> bool:
         sock.setblocking(True)
 
 
+def trickle(
+    sock: socket.socket, chunks: Iterable[bytes], every: float, until: float
+) -> float | None:
+    """Send `chunks` one every `every` seconds until the server closes the connection (when
+    it did, by time.monotonic) or `until` passes, or the chunks end (None)."""
+    for chunk in chunks:
+        if time.monotonic() > until:
+            return None
+        try:
+            sock.sendall(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            return time.monotonic()
+        if not still_open(sock):
+            return time.monotonic()
+        time.sleep(every)
+    return None
+
+
 def read_until_closed(sock: socket.socket, timeout: float) -> tuple[bytes, float]:
     """Everything the server sends until it closes the connection, and when it closed it."""
     sock.settimeout(timeout)
@@ -215,22 +235,12 @@ def test_a_head_trickled_a_byte_at_a_time_is_closed_at_the_deadline(server):
     head = b"GET /health HTTP/1.1\r\nhost: test\r\n" + b"x-pad: " + b"a" * 200
     sock = connect(server)
     started = time.monotonic()
-    closed_at = None
-    try:
-        for byte in head:  # a byte every 0.1 s: never idle, never done
-            try:
-                sock.sendall(bytes([byte]))
-            except (BrokenPipeError, ConnectionResetError):
-                closed_at = time.monotonic()
-                break
-            if not still_open(sock):
-                closed_at = time.monotonic()
-                break
-            time.sleep(0.1)
-            assert time.monotonic() - started <= READ_TIMEOUT + SLACK, "never closed"
+    try:  # a byte every 0.1 s: never idle, never done
+        bytes_ = (bytes([byte]) for byte in head)
+        closed_at = trickle(sock, bytes_, 0.1, started + READ_TIMEOUT + SLACK)
     finally:
         sock.close()
-    assert closed_at is not None
+    assert closed_at is not None, "never closed"
     assert READ_TIMEOUT - 0.5 <= closed_at - started <= READ_TIMEOUT + SLACK
 
 
@@ -269,21 +279,12 @@ def test_a_body_its_route_never_reads_is_closed_past_the_deadline(server):
     """/health answers without reading the body; the body then trickles a byte every 0.25 s,
     which keeps uvicorn's keep-alive timer from closing the connection: the protocol does."""
     sock = connect(server)
-    closed_at = None
     try:
         sock.sendall(b"GET /health HTTP/1.1\r\nhost: test\r\ncontent-length: 1000\r\n\r\n")
         started = time.monotonic()
         assert read_response(sock).startswith(b"HTTP/1.1 200")
-        while time.monotonic() - started <= READ_TIMEOUT + deadlines.BODY_GRACE + SLACK:
-            try:
-                sock.sendall(b"a")
-            except (BrokenPipeError, ConnectionResetError):
-                closed_at = time.monotonic()
-                break
-            if not still_open(sock):
-                closed_at = time.monotonic()
-                break
-            time.sleep(0.25)
+        until = started + READ_TIMEOUT + deadlines.BODY_GRACE + SLACK
+        closed_at = trickle(sock, itertools.repeat(b"a"), 0.25, until)
     finally:
         sock.close()
     assert closed_at is not None, "never closed"
