@@ -319,7 +319,7 @@ class PassageLayout:
     def turn_key(self, session_id: str, seq: int) -> int | None:
         """The key of a turn of a conversation this layout's codes know (None for another)."""
         code = self.sessions.code.get(session_id)
-        return None if code is None else code * 2**32 + seq + _SEQ_OFFSET
+        return None if code is None else _turn_key(code, seq)
 
     def turns(self, keys: np.ndarray) -> list[tuple[str, int]]:
         """`(session_id, seq)` of each turn key."""
@@ -430,7 +430,7 @@ def _distinct(ascending: np.ndarray) -> np.ndarray:
     return ascending[keep]
 
 
-def _turn_key(session: np.ndarray, seq: np.ndarray) -> np.ndarray:
+def _turn_key(session: np.ndarray | int, seq: np.ndarray | int) -> np.ndarray | int:
     return session * 2**32 + seq + _SEQ_OFFSET
 
 
