@@ -11,12 +11,18 @@ calls such a thread fans out go to `helpers()`, threads at that same priority.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import functools
 import os
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 @functools.cache
@@ -61,6 +67,13 @@ def pool(purpose: str, threads: int | None = None, *, nice: int = 0) -> ThreadPo
         if executor._max_workers < wanted:  # threads start only when work waits for one
             executor._max_workers = wanted
         return executor
+
+
+async def on(executor: ThreadPoolExecutor, fn: Callable[..., T], *args: object) -> T:
+    """`fn(*args)` on one of `executor`'s threads, awaited: `asyncio.to_thread` on a pool of
+    one's choosing (the context's variables go along, as there)."""
+    call = functools.partial(contextvars.copy_context().run, fn, *args)
+    return await asyncio.get_running_loop().run_in_executor(executor, call)
 
 
 def lower_priority(nice: int) -> bool:

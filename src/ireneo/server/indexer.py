@@ -37,9 +37,7 @@ each run, per user).
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import errno
-import functools
 import logging
 import time
 from collections import Counter, deque
@@ -51,7 +49,7 @@ from ireneo.server.locks import HomeLocks
 from ireneo.server.logs import log_event
 from ireneo.server.memories import OpenMemories
 from ireneo.store.sqlite import pending_in
-from ireneo.workers import pool
+from ireneo.workers import on, pool
 
 log = logging.getLogger("ireneo.server.indexer")
 
@@ -242,9 +240,7 @@ class Indexer:
         fields: dict = {"user_key": key}
         level = logging.INFO
         try:
-            call = functools.partial(contextvars.copy_context().run, self.embed, key)
-            loop = asyncio.get_running_loop()
-            fields["passages"] = await loop.run_in_executor(self._threads, call)
+            fields["passages"] = await on(self._threads, self.embed, key)
             fields["outcome"] = "ok"
         except IndexYielded as exc:
             self.yielded += 1

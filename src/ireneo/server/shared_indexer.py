@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
-import functools
 import logging
 import time
 from collections import Counter, deque
@@ -33,6 +31,7 @@ from ireneo.server.indexer import SLICE_SECONDS, IndexStopped, IndexYielded, Sli
 from ireneo.server.logs import log_event
 from ireneo.server.memories import OpenMemories
 from ireneo.store.pg_schema import SCHEMA
+from ireneo.workers import on
 from ireneo.workers import pool as threads
 
 log = logging.getLogger("ireneo.server.indexer")
@@ -159,8 +158,7 @@ class SharedIndexer:
         fields: dict = {"user_key": key}
         level = logging.INFO
         try:
-            call = functools.partial(contextvars.copy_context().run, self._run_locked, key, held)
-            done = await asyncio.get_running_loop().run_in_executor(self._threads, call)
+            done = await on(self._threads, self._run_locked, key, held)
             if done is None:
                 self.skipped += 1
                 return
