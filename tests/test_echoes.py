@@ -135,3 +135,59 @@ def test_forgetting_removes_the_returned_records(memory):
     assert memory.store.returned_texts(NOW - timedelta(hours=1))
     memory.forget_all(now=NOW)
     assert memory.store.returned_texts(NOW - timedelta(hours=1)) == []
+
+
+def test_a_turn_returned_again_is_recorded_once_at_its_latest(memory):
+    """Every recall shows ~20 turns: the record keeps one row a turn, its latest return, so a
+    busy memory's records stay as many as its turns shown within the window."""
+    hits = memory.recall("follow-up MT-4471 F-204", k=3)
+    shown = returned_turns(hits)
+    for hour in range(5):
+        memory.note_returned(shown, NOW + timedelta(hours=hour))
+    db = memory.store._db
+    assert db.execute("SELECT count(*) FROM returned").fetchone()[0] == len(set(shown))
+    assert {at for (at,) in db.execute("SELECT at FROM returned")} == {"2026-10-20T13:00:00Z"}
+    memory.note_returned(shown, NOW)  # an older return leaves the latest as it is
+    assert len(memory.store.returned_texts(NOW + timedelta(hours=4))) == len(set(shown))
+
+
+def test_records_past_the_window_are_removed_with_a_later_record(memory, monkeypatch):
+    hits = memory.recall("follow-up MT-4471 F-204", k=3)
+    memory.note_returned(returned_turns(hits)[:1], NOW)
+    later = NOW + timedelta(hours=30)
+    memory.note_returned([], later)  # within PRUNE_EVERY of the last removal: nothing done
+    assert memory.store.returned_texts(NOW - timedelta(hours=1))
+    monkeypatch.setattr(memory.store, "_pruned", memory.store._pruned - 60)
+    memory.note_returned([], later)
+    assert memory.store.returned_texts(NOW - timedelta(hours=1)) == []
+
+
+def test_a_memory_keeps_its_records_through_the_upgrade(tmp_path):
+    """A memory written before one record a turn keeps each turn's latest."""
+    import sqlite3
+
+    from ireneo.store.sqlite import MIGRATIONS, SQLiteStore
+
+    home = tmp_path / "old"
+    home.mkdir()
+    db = sqlite3.connect(home / "memory.db", isolation_level=None)
+    db.execute("CREATE TABLE migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
+    for version, script in enumerate(MIGRATIONS[:8], start=1):
+        db.executescript(
+            f"BEGIN; INSERT INTO migrations VALUES ({version}, 'x'); {script}; COMMIT;"
+        )
+    db.execute("INSERT INTO sessions VALUES ('s', 'r')")
+    db.execute(
+        "INSERT INTO turns (id, session_id, turn_uuid, seq, ts, role, harness, blocks, "
+        "content_hash) VALUES (7, 's', 'u', 0, '2026-10-01T00:00:00Z', 'user', 'test', "
+        """'[["text", "The pump failed.", null]]', 'h')"""
+    )
+    for at in ("2026-10-20T09:00:00Z", "2026-10-20T11:00:00Z", "2026-10-20T10:00:00Z"):
+        db.execute("INSERT INTO returned VALUES (7, ?)", (at,))
+    db.close()
+    store = SQLiteStore(home)
+    assert store._db.execute("SELECT turn_id, at FROM returned").fetchall() == [
+        (7, "2026-10-20T11:00:00Z")
+    ]
+    assert store.returned_texts(datetime(2026, 10, 20, 10, 30, tzinfo=UTC)) == ["The pump failed."]
+    store.close()

@@ -27,6 +27,8 @@ def test_a_conversation_id_holding_nul_reads_its_own_turns(home, tmp_path):
         ]
         hits = memory.recall("bravo boiler", k=1)
         assert hits[0].session_id == "a\x00b" and hits[0].text == "bravo boiler valve"
+        memory.note_returned([("a\x00b", 0)])  # recorded as its own turn too
+        assert memory.store.returned_texts(hits[0].ts.replace(year=2000)) == ["bravo boiler valve"]
 
 
 def test_a_turn_read_again_is_read_as_it_is_now(home, tmp_path):

@@ -37,6 +37,7 @@ READ_ROWS = 4096  # rows a store fetches at once in a long read (a memory's layo
 # 2,000 users of 5-50 conversations), and building their copies from the rows cost more CPU and
 # read more pages than reading them saved, even at 5-10 conversations (docs/scaling.md).
 SAVE_AFTER = 16
+PRUNE_EVERY = 60.0  # seconds between removals of echo records past their window (a store's)
 
 log = logging.getLogger("ireneo.store")
 C = TypeVar("C")  # a copy search keeps: the layout or the vectors

@@ -46,6 +46,7 @@ except ImportError as exc:
 from ireneo.model import ConversationSummary, Turn
 from ireneo.store import pg_schema
 from ireneo.store.base import (
+    PRUNE_EVERY,
     READ_ROWS,
     AuditEntry,
     Filters,
@@ -86,7 +87,6 @@ class SchemaOutdated(RuntimeError):
 POOL_TIMEOUT = 10.0  # seconds
 SEEN_KEPT = 4096  # conversations named without a round trip (conversation_ref), at most
 COUNTED_FOR = 0.5  # seconds counters read with other values stand for a new read
-PRUNE_EVERY = 60.0  # seconds between removals of echo records past their window (a store's)
 # The corpus row: the statistics BM25 reads (passages, terms) and the counters that keep
 # search's copies up to date (store/kept.py).
 _COUNTERS = (

@@ -27,6 +27,7 @@ import numpy as np
 from ireneo.errors import StorageFull
 from ireneo.model import ConversationSummary, Turn, format_ts, parse_ts
 from ireneo.store.base import (
+    PRUNE_EVERY,
     READ_ROWS,
     AuditEntry,
     Filters,
@@ -264,6 +265,19 @@ MIGRATIONS: list[str] = [
         DELETE FROM saved_copies WHERE name = 'vectors';
     END;
     """,
+    # 9: one record of being returned a turn, the latest: a recall writes ~20 records, so a
+    # busy memory's table grew by ~90,000 rows an hour (each written with two indexes) where
+    # it holds at most one row a turn now; a record is updated, not added.
+    """
+    CREATE TABLE returned_latest (
+        turn_id INTEGER PRIMARY KEY REFERENCES turns(id) ON DELETE CASCADE,
+        at TEXT NOT NULL
+    );
+    INSERT INTO returned_latest SELECT turn_id, max(at) FROM returned GROUP BY turn_id;
+    DROP TABLE returned;
+    ALTER TABLE returned_latest RENAME TO returned;
+    CREATE INDEX returned_at ON returned (at);
+    """,
 ]
 
 
@@ -293,6 +307,7 @@ class SQLiteStore(Store[sqlite3.Connection]):
                 raise StorageFull(FULL) from exc
             raise
         self._keep_copies()
+        self._pruned = -PRUNE_EVERY  # when record_returned last removed records past their window
 
     def __str__(self) -> str:
         return str(self.path)
@@ -650,18 +665,26 @@ class SQLiteStore(Store[sqlite3.Connection]):
         # What recall showed is a hint for telling echoes, written after every recall: it is
         # committed without waiting for the disk (the next durable commit or checkpoint writes
         # it; a power cut may lose the last few). A sync each was costly: docs/scaling.md.
+        # One statement for the turns (each turn's record updated to its latest return), and
+        # records past their window removed once a PRUNE_EVERY, not by every recall.
+        prune = time.monotonic() - self._pruned >= PRUNE_EVERY
+        if not turns and not prune:
+            return
+        when = format_ts(now)
         with self._lock:
             self._db.execute("PRAGMA synchronous=NORMAL")
             try:
                 with self._transaction() as db:
-                    db.execute("DELETE FROM returned WHERE at < ?", (format_ts(keep_after),))
-                    db.executemany(
-                        "INSERT INTO returned (turn_id, at) SELECT id, ? FROM turns "
-                        "WHERE session_id = ? AND seq = ?",
-                        [(format_ts(now), session_id, seq) for session_id, seq in turns],
-                    )
+                    if prune:
+                        db.execute("DELETE FROM returned WHERE at < ?", (format_ts(keep_after),))
+                    if any("\x00" in session_id for session_id, _ in turns):  # see turn_windows
+                        db.executemany(_RETURNED_ONE, [(when, *turn) for turn in turns])
+                    elif turns:
+                        db.execute(_RETURNED, (when, json.dumps(turns)))
             finally:
                 self._db.execute("PRAGMA synchronous=FULL")
+            if prune:
+                self._pruned = time.monotonic()
 
     def returned_texts(self, since: datetime) -> list[str]:
         with self._lock:
@@ -1037,6 +1060,19 @@ def write_ahead(db: sqlite3.Connection, wait: float = 10.0) -> None:
 def _is_full(exc: BaseException | None) -> bool:
     """SQLite's "database or disk is full" (the disk, or a max_page_count quota)."""
     return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+
+
+# A turn's record of being returned: its latest return kept (record_returned).
+_RETURNED_UPSERT = " ON CONFLICT (turn_id) DO UPDATE SET at = max(at, excluded.at)"
+_RETURNED = (
+    "INSERT INTO returned (turn_id, at) SELECT t.id, ? FROM json_each(?) w JOIN turns t "
+    "ON t.session_id = json_extract(w.value, '$[0]') AND t.seq = json_extract(w.value, '$[1]') "
+    "WHERE true" + _RETURNED_UPSERT  # WHERE: SQLite parses ON CONFLICT after a join only so
+)
+_RETURNED_ONE = (
+    "INSERT INTO returned (turn_id, at) SELECT id, ? FROM turns WHERE session_id = ? AND seq = ?"
+    + _RETURNED_UPSERT
+)
 
 
 _TURN_COLUMNS = "t.session_id, t.turn_uuid, t.seq, t.ts, t.role, t.harness, t.blocks, t.echo"
