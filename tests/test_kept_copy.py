@@ -81,3 +81,22 @@ def test_a_copy_as_the_counters_were_read_drops_a_deletion_at_the_next_call():
     answers = iter([read_before])
     assert kept.current(lambda: next(answers, table.counters()), table.grow).ids == (1, 2, 3, 4)
     assert kept.current(table.counters, table.grow).ids == (1, 3, 4)
+
+
+def test_counters_read_with_the_statistics_never_hide_a_write_of_the_store(home, tmp_path):
+    """SQLite reads the copies' counters with BM25's statistics (one statement for four): a
+    turn this store writes after them is in the next copy read."""
+    from ireneo import Memory
+    from ireneo.formats import funes_jsonl
+    from tests.conftest import turn_line, write_jsonl
+
+    first = write_jsonl(tmp_path / "a" / "a.funes.jsonl", [turn_line("a", 0, "pump one failed")])
+    second = write_jsonl(tmp_path / "b.funes.jsonl", [turn_line("b", 0, "pump two failed")])
+    with Memory(home) as memory:
+        memory.index([first])
+        store = memory.store
+        assert store.term_stats(["pump"]).document_frequency == {"pump": 1}
+        assert len(store.layout()) == 1 and len(store.vectors()) == 1  # from those counters
+        store.term_stats(["pump"])
+        memory.store_turns(funes_jsonl.read_file(second))  # written after they were read
+        assert len(store.layout()) == 2

@@ -308,6 +308,10 @@ class SQLiteStore(Store[sqlite3.Connection]):
             raise
         self._keep_copies()
         self._pruned = -PRUNE_EVERY  # when record_returned last removed records past their window
+        # the corpus row's counters as term_stats read them: (when, this connection's changes
+        # then, counters), each thread's for the layout, the last read's for the vectors
+        self._counted = threading.local()
+        self._vectors_counted: tuple[float, int, tuple[int, int]] | None = None
 
     def __str__(self) -> str:
         return str(self.path)
@@ -493,20 +497,39 @@ class SQLiteStore(Store[sqlite3.Connection]):
 
     # -- search candidates ---------------------------------------------------------------------------
     def term_stats(self, terms: list[str]) -> TermStats:
+        """Read in one statement with every counter of the corpus row: the layout's answer this
+        thread's next `_passage_counters`, the vectors' the next `_vector_counters`, each once,
+        within COUNTED_FOR seconds and while this connection has written nothing (as on
+        PostgreSQL): a recall asks for the statistics, then for both copies, so one statement
+        stands for four."""
         with self._lock:
-            passages, total = self._db.execute("SELECT passages, terms FROM corpus").fetchone()
-            df = dict(  # one statement text whatever the count (see turn_windows)
-                self._db.execute(
-                    "SELECT term, passages FROM term_df "
-                    "WHERE term IN (SELECT value FROM json_each(?))",
-                    (json.dumps(terms),),
-                )
-            )
+            rows = self._db.execute(_STATS, (json.dumps(terms),)).fetchall()
+            counted = (time.monotonic(), self._db.total_changes)
+        df, corpus = {}, (0, 0, 0, 0, 0)
+        for term, *values in rows:
+            if term is None:
+                corpus = tuple(values)
+            else:
+                df[term] = values[0]
+        passages, total, passage_deletes, vectors, vector_deletes = corpus
+        self._counted.row = (*counted, (passages, passage_deletes))
+        self._vectors_counted = (*counted, (vectors, vector_deletes))
         return TermStats.counted(passages, total, df)
 
     def _passage_counters(self) -> tuple[int, int]:
+        counted, self._counted.row = getattr(self._counted, "row", None), None
+        if self._still(counted):
+            return counted[2]
         with self._lock:
             return self._db.execute("SELECT passages, passage_deletes FROM corpus").fetchone()
+
+    def _still(self, counted: tuple[float, int, tuple[int, int]] | None) -> bool:
+        """Whether counters read with the statistics still stand for a read of them now."""
+        return (
+            counted is not None
+            and time.monotonic() - counted[0] < COUNTED_FOR
+            and counted[1] == self._db.total_changes
+        )
 
     def _passage_rows(self, after: int) -> Iterator[PassageRow]:
         rows = self._stream(
@@ -568,6 +591,9 @@ class SQLiteStore(Store[sqlite3.Connection]):
             pass  # it stays unread, and is replaced when saved again
 
     def _vector_counters(self) -> tuple[int, int]:
+        counted, self._vectors_counted = self._vectors_counted, None  # used once
+        if self._still(counted):
+            return counted[2]
         with self._lock:
             return self._db.execute("SELECT vectors, vector_deletes FROM corpus").fetchone()
 
@@ -1062,6 +1088,14 @@ def _is_full(exc: BaseException | None) -> bool:
     return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
 
 
+COUNTED_FOR = 0.5  # seconds counters read with the statistics stand for a new read
+# BM25's statistics and the copies' counters (the corpus row, its term NULL), then each term's
+# document frequency
+_STATS = (
+    "SELECT NULL, passages, terms, passage_deletes, vectors, vector_deletes FROM corpus "
+    "UNION ALL SELECT term, passages, 0, 0, 0, 0 FROM term_df "
+    "WHERE term IN (SELECT value FROM json_each(?))"
+)
 # A turn's record of being returned: its latest return kept (record_returned).
 _RETURNED_UPSERT = " ON CONFLICT (turn_id) DO UPDATE SET at = max(at, excluded.at)"
 _RETURNED = (
