@@ -230,11 +230,12 @@ class Memory:
                 reranker = load_reranker(self.rerank, self.embedder)
         further = 0 if fits is None else search.FURTHER  # the next hits, shown while they fit
         ranking = (filters, radius, self.fusion, reranker, self.hangul)
-        hits = search.recall(self.store, embed, query, k, *ranking, further)
+        reads = search.Reads(self.store)  # the turns read, for widen to read none twice
+        hits = search.recall(self.store, embed, query, k, *ranking, further, reads)
         if fits is None:
             return hits
         return search.widen(
-            self.store, hits[:k], fits, further=hits[k:], include_echoes=include_echoes
+            self.store, hits[:k], fits, further=hits[k:], include_echoes=include_echoes, reads=reads
         )
 
     def get(

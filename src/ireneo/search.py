@@ -38,12 +38,15 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from itertools import groupby, islice, pairwise
+from operator import attrgetter
 from typing import NamedTuple, Protocol
 
 import numpy as np
@@ -149,14 +152,18 @@ def recall(
     reranker: Reranker | None = None,
     hangul: Hangul = "morphemes",
     further: int = 0,
+    reads: Reads | None = None,
 ) -> list[Hit]:
     """The `k` best turns for `query`, best first, then up to `further` next ones (the k are
     the same either way). `embed_query` None means lexical only; `hangul` is how the memory
-    reads Korean (index.hangul_of)."""
+    reads Korean (index.hangul_of); `reads`, the recall's turns read (to pass on to `widen`)."""
     filters, fusion = filters or Filters(), fusion or Fusion()
+    reads = reads or Reads(store)
     pool = max(k, reranker.depth) if reranker else k
-    scores = window_scores(store, embed_query, query, filters, radius, fusion, hangul)
-    hits = build_hits(store, scores, pool + further, radius, include_echoes=filters.include_echoes)
+    scores = window_scores(store, embed_query, query, filters, radius, fusion, hangul, reads)
+    hits = build_hits(
+        store, scores, pool + further, radius, include_echoes=filters.include_echoes, reads=reads
+    )
     if reranker:
         hits = reranker.rerank(query, hits[:pool]) + hits[pool:]
     return hits[: k + further]
@@ -170,6 +177,7 @@ def window_scores(
     radius: int,
     fusion: Fusion,
     hangul: Hangul = "morphemes",
+    reads: Reads | None = None,
 ) -> dict[tuple[str, int], Score]:
     """The fused scores of every candidate window, keyed by its centre `(session_id, seq)`;
     none when the memory holds nothing about the query (ireneo.relevance)."""
@@ -210,8 +218,10 @@ def window_scores(
     lexical = LexicalQuery.build(
         sequence, words, content, named, stats, fusion, layout, query, hangul
     )
-    for name in named:  # the passages that hold a name, whatever the question's other words
-        seeds = np.union1d(seeds, layout.holding(layout.term_ids(name), fusion.candidates, filters))
+    # the passages that hold a name, whatever the question's other words
+    holding = [layout.holding(layout.term_ids(name), fusion.candidates, filters) for name in named]
+    if holding:  # as np.union1d with each, in one
+        seeds = np.unique(np.concatenate([seeds, *holding]))
     near = layout.visible(layout.near(seeds, 2 * radius), filters)
     counts = _counts(layout, near, lexical)
     vector, dense_found, median = dense.result()
@@ -250,7 +260,7 @@ def window_scores(
         unnumbered = [name.terms for name in lexical.names if _unnumbered(name.terms, sequence)]
         if unnumbered:
             window = _without_numbered_names(
-                store, layout, keys, window, lexical, fusion, radius, unnumbered
+                reads or Reads(store), layout, keys, window, lexical, fusion, radius, unnumbered
             )
     return {
         turn: Score(w, o)
@@ -556,7 +566,7 @@ def _unnumbered(name: list[str], asked: list[str]) -> bool:
 
 
 def _without_numbered_names(
-    store: Store,
+    reads: Reads,
     layout: PassageLayout,
     keys: np.ndarray,
     window: np.ndarray,
@@ -572,7 +582,7 @@ def _without_numbered_names(
     riverside, plant, 6 too)."""
     shares = _name_shares(lexical, fusion)
     best = np.argsort(-window, kind="stable")[:NAME_CHECK_DEPTH]
-    texts = store.turn_windows(
+    texts = reads.windows(
         [(sid, seq - radius, seq + radius) for sid, seq in layout.turns(keys[best])]
     )
     window = window.copy()
@@ -611,6 +621,8 @@ def _numbered_only(name: list[str], runs: list[list[str]]) -> bool:
 
 def _after(name: list[str], sequence: list[str]) -> list[str]:
     """The term after each occurrence of `name` in `sequence` ("" at its end)."""
+    if name and name[0] not in sequence:  # most runs: at once
+        return []
     return [
         sequence[i + len(name)] if i + len(name) < len(sequence) else ""
         for i in range(len(sequence) - len(name) + 1)
@@ -752,11 +764,19 @@ def _add_speakers(
     if not lexical.names:
         return
     roles = layout.names.names  # roles and block types share these codes
-    spoken = {code: terms(role, hangul) for code, role in enumerate(roles)}
+    spoken = {code: _spoken(role, hangul) for code, role in enumerate(roles)}
     for name in lexical.names:
-        codes = [code for code, said in spoken.items() if said == name.terms]
+        asked = tuple(name.terms)
+        codes = [code for code, said in spoken.items() if said == asked]
         if codes:
             turns.counts[np.ix_(np.isin(turns.roles, codes), name.columns)] += 1
+
+
+@functools.lru_cache(maxsize=4096)
+def _spoken(role: str, hangul: Hangul) -> tuple[str, ...]:
+    """A role's terms, as a name the query mentions is compared with them (_add_speakers): the
+    same few roles in every recall of a memory, analysed once."""
+    return tuple(terms(role, hangul))
 
 
 def _answers(
@@ -821,6 +841,78 @@ def selective(terms: list[str], stats: TermStats) -> list[str]:
     return chosen
 
 
+class Reads:
+    """The turns one recall has read, by conversation, so that what it reads again (the best
+    windows' text for a name, then the hits' windows, then the turns around them that `widen`
+    shows) comes from here and only the seqs not yet read are asked of the store: one read for
+    each step, and each turn's row read once. Held for one recall only, so what it answers is
+    what the store held while the recall read it."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._spans: dict[str, list[tuple[int, int]]] = {}  # seqs read: disjoint, ascending
+        self._turns: dict[str, list[Turn]] = {}  # the turns read, in the store's order
+        self._seqs: dict[str, list[int]] = {}  # their seqs, for bisect
+
+    def windows(self, windows: list[tuple[str, int, int]]) -> list[list[Turn]]:
+        """The turns of each `(session_id, from_seq, to_seq)`, in order, as
+        Store.turn_windows gives them."""
+        missing: dict[str, list[tuple[int, int]]] = {}
+        for session_id, first, last in windows:
+            gaps = _unread(first, last, self._spans.get(session_id, []))
+            if gaps:
+                missing.setdefault(session_id, []).extend(gaps)
+        runs = [(sid, *run) for sid, gaps in missing.items() for run in _merged(gaps)]
+        if runs:
+            read: dict[str, list[Turn]] = {}
+            for (session_id, _, _), turns in zip(runs, self.store.turn_windows(runs), strict=True):
+                read.setdefault(session_id, []).extend(turns)
+            for session_id, gaps in missing.items():
+                self._spans[session_id] = _merged([*self._spans.get(session_id, []), *gaps])
+                # stable: the turns of one seq come from one read, in the store's order
+                turns = sorted(
+                    [*self._turns.get(session_id, []), *read.get(session_id, [])], key=_SEQ
+                )
+                self._turns[session_id] = turns
+                self._seqs[session_id] = [turn.seq for turn in turns]
+        found = []
+        for session_id, first, last in windows:
+            seqs = self._seqs.get(session_id, [])
+            turns = self._turns.get(session_id, [])
+            found.append(turns[bisect_left(seqs, first) : bisect_right(seqs, last)])
+        return found
+
+
+_SEQ = attrgetter("seq")
+
+
+def _unread(first: int, last: int, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The runs of [first, last] outside `spans` (disjoint, ascending)."""
+    gaps = []
+    for low, high in spans:
+        if first > last or low > last:
+            break
+        if high < first:
+            continue
+        if low > first:
+            gaps.append((first, low - 1))
+        first = high + 1
+    if first <= last:
+        gaps.append((first, last))
+    return gaps
+
+
+def _merged(runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Runs of seqs, those that overlap or touch joined, ascending."""
+    joined: list[tuple[int, int]] = []
+    for low, high in sorted(runs):
+        if joined and low <= joined[-1][1] + 1:
+            joined[-1] = (joined[-1][0], max(joined[-1][1], high))
+        else:
+            joined.append((low, high))
+    return joined
+
+
 def build_hits(
     store: Store,
     scores: dict[tuple[str, int], Score],
@@ -828,6 +920,7 @@ def build_hits(
     radius: int,
     *,
     include_echoes: bool = False,
+    reads: Reads | None = None,
 ) -> list[Hit]:
     """Best windows first, as hits.
 
@@ -843,15 +936,18 @@ def build_hits(
     for (session_id, seq), score in ranked:
         if len(chosen) == k:
             break
+        if (session_id, seq) in shown:
+            continue
         near = [s for s in range(seq - radius, seq + radius + 1) if (session_id, s) in scores]
         best = max(near, key=lambda s: (scores[(session_id, s)].own, -abs(s - seq)))
-        if (session_id, seq) in shown or (session_id, best) in shown:
+        if (session_id, best) in shown:
             continue
         first, last = min(seq, best) - radius, max(seq, best) + radius
         shown.update((session_id, s) for s in range(first, last + 1))
         chosen.append((session_id, best, score, first, last))
     # one turn more than the window: the reply, shown when the window ends on a question
-    windows = store.turn_windows([(sid, first, last + 1) for sid, _, _, first, last in chosen])
+    reads = reads or Reads(store)
+    windows = reads.windows([(sid, first, last + 1) for sid, _, _, first, last in chosen])
     hits: list[Hit] = []
     for (session_id, best, score, _, last), turns in zip(chosen, windows, strict=True):
         if not (radius and any(t.seq == last and _asks(t.text) for t in turns)):
@@ -875,6 +971,7 @@ def widen(
     *,
     further: Sequence[Hit] = (),
     include_echoes: bool = False,
+    reads: Reads | None = None,
 ) -> list[Hit]:
     """The hits with more shown while the whole answer still `fits` (the caller's budget for
     what it shows): the `further` hits (the next best, in rank order) and each hit's context
@@ -900,6 +997,7 @@ def widen(
     """
     if not hits or not fits(hits):
         return hits
+    reads = reads or Reads(store)  # the recall's, which read the hits' own windows
     hits = list(hits)
     queue = list(further)
     scores = [h.score for h in [*hits, *queue]]
@@ -923,16 +1021,16 @@ def widen(
             hit = hits[first]
             if (hit.session_id, hit.seq) not in around:
                 ahead = [hit, *queue[: AHEAD - 1]]
-                reads = store.turn_windows(
+                found = reads.windows(
                     [(h.session_id, span(h)[0] - REACH, span(h)[1] + REACH) for h in ahead]
                 )
-                around.update(((h.session_id, h.seq), r) for h, r in zip(ahead, reads, strict=True))
+                around.update(((h.session_id, h.seq), r) for h, r in zip(ahead, found, strict=True))
             turns, (low, high) = around.pop((hit.session_id, hit.seq)), span(hit)
             sides[(first, 0)] = [t for t in turns if low - REACH <= t.seq < low][::-1]
             sides[(first, 1)] = [t for t in turns if high < t.seq <= high + REACH]
             return
         spans = [(h, [t.seq for t in [h, *h.context]]) for h in hits[first:]]
-        reads = store.turn_windows(
+        found = reads.windows(
             [
                 window
                 for h, seqs in spans
@@ -943,8 +1041,8 @@ def widen(
             ]
         )
         for i in range(len(spans)):
-            sides[(first + i, 0)] = reads[2 * i][::-1]
-            sides[(first + i, 1)] = reads[2 * i + 1]
+            sides[(first + i, 0)] = found[2 * i][::-1]
+            sides[(first + i, 1)] = found[2 * i + 1]
 
     def worth(side: tuple[int, int]) -> tuple[float, int, int, int]:
         """What the next turn of a side is worth, then the ties: nearer, better hit, before."""

@@ -216,7 +216,8 @@ class PassageLayout:
 
     def positions(self, passage_ids: Iterable[int]) -> np.ndarray:
         """The positions of those of `passage_ids` that are held, ascending."""
-        wanted = np.unique(np.fromiter(passage_ids, dtype=np.int64))
+        # a recall asks for a few dozen: sorted in Python, a third of np.unique's time
+        wanted = np.array(sorted(set(passage_ids)), dtype=np.int64)
         if not len(self.ids) or not len(wanted):
             return np.zeros(0, dtype=np.int64)
         found = np.minimum(np.searchsorted(self.ids, wanted), len(self.ids) - 1)
