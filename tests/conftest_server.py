@@ -57,9 +57,9 @@ def make_settings(home: Path, **changes: Any) -> Settings:
 class RunningServer:
     """`create_app(settings)` served by uvicorn on a free loopback port, in a thread."""
 
-    def __init__(self, settings: Settings, *, clock: Any = None):
+    def __init__(self, settings: Settings, *, clock: Any = None, direct: bool = True):
         self.settings = settings
-        self.app = create_app(settings, clock=clock) if clock else create_app(settings)
+        self.app = create_app(settings, clock=clock, direct=direct)
         self.state: ServerState = self.app.state.ireneo
         config = uvicorn.Config(
             self.app, host="127.0.0.1", port=0, log_config=None, access_log=False, lifespan="on"

@@ -41,6 +41,7 @@ from ireneo.memory import Memory
 from ireneo.server.auth import IreneoJWTVerifier, build_verifier, caller_user
 from ireneo.server.chat import ChatRoutes
 from ireneo.server.deadlines import BodyDeadline, read_deadline_protocol
+from ireneo.server.direct import DirectCalls, Tools
 from ireneo.server.expiry import MemoryExpiry
 from ireneo.server.forget import AUDIT_FILE, AuditFile, ForgetRoutes, Forgetter, Retention
 from ireneo.server.indexer import Indexer
@@ -108,11 +109,12 @@ class ServerState:
     locks: HomeLocks  # between the processes serving the home (server/locks.py)
 
 
-def create_app(settings: Settings, *, clock: Clock | None = None) -> Starlette:
+def create_app(settings: Settings, *, clock: Clock | None = None, direct: bool = True) -> Starlette:
     """The server as an ASGI app. Raises ConfigError when the settings are not safe to serve.
 
     `clock` (default: the UTC time now) dates memories and the exchanges `/chat` retains, and
-    decides expiry; tests pass a controllable one.
+    decides expiry; tests pass a controllable one. `direct` False leaves every MCP request to
+    the SDK (ireneo.server.direct; tests compare the two).
     """
     problems = settings.problems()
     if problems:
@@ -121,7 +123,7 @@ def create_app(settings: Settings, *, clock: Clock | None = None) -> Starlette:
     mcp = FastMCP(
         "ireneo", instructions=INSTRUCTIONS, auth=state.verifier, lifespan=lifespan(state)
     )
-    register_tools(
+    tools = register_tools(
         mcp,
         state.recaller,
         token_caller(state.registry, create=False),
@@ -131,8 +133,13 @@ def create_app(settings: Settings, *, clock: Clock | None = None) -> Starlette:
     for route in routes(state):
         methods = sorted(route.methods or ())
         mcp.custom_route(route.path, methods=methods, include_in_schema=False)(route.endpoint)
+    if not direct or state.verifier.required_scopes:  # the SDK's 403s: not on the direct path
+        tools = {}
     app = mcp.http_app(
-        path="/mcp", stateless_http=True, json_response=True, middleware=middleware(state.limits)
+        path="/mcp",
+        stateless_http=True,
+        json_response=True,
+        middleware=middleware(state.limits, tools, mcp._mcp_server.server_info_stamp),
     )
     app.state.ireneo = state
     return app
@@ -237,14 +244,22 @@ class AnyText(Convertor[str]):
 register_url_convertor("text", AnyText())
 
 
-def middleware(limits: Limits) -> list[Middleware]:
+def middleware(
+    limits: Limits, tools: Tools | None = None, server_info: dict | None = None
+) -> list[Middleware]:
     """Around every request, outermost first: its log line, the body's read deadline (408),
-    the cap on `/mcp` bodies (413)."""
-    return [
+    the cap on `/mcp` bodies (413), then the direct path for calls of `tools`, whose 2026
+    results carry `server_info` (ireneo.server.direct; no tools: every MCP request goes to the
+    SDK)."""
+    layers = [
         Middleware(RequestLog),
         Middleware(BodyDeadline, timeout=limits.read_timeout),
         Middleware(BodyLimit, path="/mcp", limit=limits.max_mcp_body_bytes),
     ]
+    if tools:
+        info = server_info or {}
+        layers.append(Middleware(DirectCalls, path="/mcp", tools=tools, server_info=info))
+    return layers
 
 
 def lifespan(state: ServerState) -> Callable[[FastMCP], AbstractAsyncContextManager[dict]]:

@@ -39,6 +39,7 @@ from ireneo.memories import (
 from ireneo.memory import Memory
 from ireneo.model import Hit
 from ireneo.render import cut_block, render_hits, render_turns, within
+from ireneo.server.direct import Tools
 from ireneo.server.limits import Limits
 from ireneo.server.logs import log_event
 from ireneo.server.returned import RETURNED
@@ -463,16 +464,18 @@ def register_tools(
     *,
     memory_tools: MemoryTools | None = None,
     writer: Caller | None = None,
-) -> None:
+) -> Tools:
     """Add the tools to `mcp`, reading the memory that `caller` picks.
 
     With `memory_tools`, also `store_memory`, `search_memories` and `delete_memory`;
     `store_memory` writes through `writer` (a caller whose lease creates the memory; default
-    `caller`).
+    `caller`). Returns the tools of one string argument that the HTTP server's direct path may
+    call itself (ireneo.server.direct): name → (the argument's name, the function FastMCP calls).
     """
-    _register_recall_tools(mcp, recaller, caller)
+    direct = _register_recall_tools(mcp, recaller, caller)
     if memory_tools is not None:
         _register_memory_tools(mcp, memory_tools, caller, writer or caller)
+    return direct
 
 
 def _query(description: str, max_chars: int) -> Any:
@@ -483,7 +486,7 @@ def _query(description: str, max_chars: int) -> Any:
     ]
 
 
-def _register_recall_tools(mcp: FastMCP, recaller: Recaller, caller: Caller) -> None:
+def _register_recall_tools(mcp: FastMCP, recaller: Recaller, caller: Caller) -> Tools:
 
     async def recall_my_conversations(query: str) -> str:
         return await recaller.recall(caller, query)
@@ -497,6 +500,7 @@ def _register_recall_tools(mcp: FastMCP, recaller: Recaller, caller: Caller) -> 
         annotations={"readOnlyHint": True, "openWorldHint": False},
         output_schema=None,
     )(recall_my_conversations)
+    direct = {"recall_my_conversations": ("query", recall_my_conversations)}
 
     @mcp.tool(
         name="read_conversation",
@@ -520,6 +524,8 @@ def _register_recall_tools(mcp: FastMCP, recaller: Recaller, caller: Caller) -> 
         ] = None,
     ) -> str:
         return await recaller.read(caller, ref, from_turn, to_turn)
+
+    return direct
 
 
 def _register_memory_tools(
