@@ -191,7 +191,7 @@ class Settings:
     db_upgrade: bool = False  # apply missing migrations at start (IRENEO_DB_UPGRADE=1)
     # one memory: its PostgreSQL user when no home is named (the CLI), model, last stage, privacy
     user: str | None = None
-    model: str | None = None  # None: the memory's own model, else the default (ireneo.embed)
+    model: str | None = None  # None: the memory's own, else chosen by its first turns' language
     rerank: str | None = None  # the last stage of every recall (ireneo.rerank)
     redact: bool = True  # secrets become markers before they are stored (ireneo.privacy)
     echo_policy: EchoPolicy = field(default_factory=EchoPolicy)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,6 +53,18 @@ class IndexReport:
 def find_files(paths: Iterable[str | Path]) -> list[Path]:
     """`.funes.jsonl` files named, or found below named directories, in a stable order."""
     return jsonl.find_files(paths, funes_jsonl.SUFFIX)
+
+
+def texts_of(files: list[Path]) -> Iterator[str]:
+    """The texts of the files' turns, file by file, each file read only when the one before
+    is used up (a new memory's model is chosen from the first: Memory.settle_model); a file
+    that cannot be read gives none (index_files reports it)."""
+    for path in files:
+        try:
+            turns = funes_jsonl.read_file(path)
+        except (FormatError, OSError):
+            continue
+        yield from (turn.text for turn in turns)
 
 
 def index_files(

@@ -142,7 +142,7 @@ class ExplicitMemories:
             importance=importance_index(importance),
             source=_source(source),
         )
-        embedder = self._embedder()
+        embedder = self.memory.settle_model([content])  # a new memory's model, by its language
         self._embed_missing(embedder)
         vector = _vector(embedder, draft.content)
         return self._db.memory_write(draft, vector, embedder.name, self.policy.dedup, self.now())
@@ -232,10 +232,8 @@ class ExplicitMemories:
 
     # -- internals ----------------------------------------------------------------------------
     def _embedder(self) -> Embedder:
-        embedder = self.memory.embedder
-        if self._db.get_meta("model") is None:
-            self._db.set_meta("model", embedder.name)
-        return embedder
+        """The memory's model: a search records none (the first turn or memory stored does)."""
+        return self.memory.embedder
 
     def _embed_missing(self, embedder: Embedder) -> None:
         """Vectors for memories that have none of this model (after `ireneo reembed`)."""

@@ -18,6 +18,7 @@ The CLI, the MCP tools and the HTTP server are thin doors onto these methods.
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from collections.abc import Callable, Iterable
 from datetime import UTC, date, datetime, time, timedelta
@@ -29,7 +30,8 @@ from ireneo import search
 from ireneo.config import Settings
 from ireneo.echoes import is_echo
 from ireneo.embed import DEFAULT_MODEL, Embedder, load_embedder
-from ireneo.errors import ModelMismatch, NotFound
+from ireneo.embed.choose import choose_model
+from ireneo.errors import ModelMismatch, NotFound, UnknownModel
 from ireneo.model import ConversationSummary, Hit, Turn
 from ireneo.rerank import check_name as check_reranker
 from ireneo.rerank import load_reranker
@@ -41,6 +43,8 @@ if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
     from ireneo.memories import ExplicitMemories
+
+log = logging.getLogger("ireneo.memory")
 
 REFS_KEPT = 4096  # conversations whose public name a memory keeps once read
 
@@ -87,11 +91,14 @@ class Memory:
             self.location = str(self.home)
             self.store = open_store(self.home)
         stored = self.store.get_meta("model")
-        requested = model or settings.model
+        self.requested = requested = model or settings.model
         if stored and requested and requested != stored:
             raise ModelMismatch(stored, requested, self.location)
+        # the model: asked for, else recorded, else chosen by the language of the first turns
+        # stored (until then, the default stands in: settle_model)
         self.model_name = requested or stored or DEFAULT_MODEL
         self._vectors = stored is not None  # see _has_vectors
+        self._recorded = stored is not None  # whether the memory records its model (settle_model)
         # how this memory reads Korean, as it was written (a memory from before morphemes
         # keeps bigrams): the same for every term it stores and every query it is asked
         self.hangul = indexing.hangul_of(self.store)
@@ -107,19 +114,86 @@ class Memory:
     @property
     def embedder(self) -> Embedder:
         with self._embedder_lock:
-            if self._embedder is None:
-                self._embedder = load_embedder(self.model_name, threads=self.settings.embed_threads)
-                if self._embedder.name != self.model_name:  # a path resolves to local:<dir>
-                    self.model_name = self._embedder.name
-            return self._embedder
+            return self._loaded()
 
     def _has_vectors(self) -> bool:
-        """Whether the memory has a model, so vectors (none before its first index). Read until
-        true, then known: a model once set stays set (reembed sets another), and asking on every
-        recall was one more transaction on PostgreSQL."""
+        """Whether the memory records its model, so has vectors or will have them at its next
+        index run (a recall before it embeds the query and finds none: words decide, as
+        before any vector). Read until true, then known: a model once recorded stays (reembed
+        records another), and asking on every recall was one more transaction on PostgreSQL.
+        A model recorded meanwhile by another process is taken up."""
         if not self._vectors:
-            self._vectors = self.store.get_meta("model") is not None
+            stored = self.store.get_meta("model")
+            if stored is not None:
+                with self._embedder_lock:
+                    self._take_up(stored)
+                self._vectors = True
         return self._vectors
+
+    def settle_model(self, texts: Iterable[str] = ()) -> Embedder:
+        """The memory's embedder, its model recorded first if it records none yet: the model
+        asked for (`model`, the settings'), else one chosen by the language of `texts`, the
+        first turns it stores (ireneo.embed.choose: MiniLM for what MiniLM reads, e5-small-q8
+        for Russian, Korean...). Called before turns are first cut into passages, which are
+        cut by the model's own splitter; `texts` is read only then, and only as far as the
+        choice needs. A memory that already holds turns but records no model (written before
+        models were recorded at the first store) keeps the default, which cut them."""
+        if not self._recorded:
+            with self._embedder_lock:
+                if not self._recorded:
+                    self._record(texts)
+        return self.embedder
+
+    def _record(self, texts: Iterable[str]) -> None:
+        """settle_model's work, under the embedder lock."""
+        stored = self.store.get_meta("model")
+        if stored is None:
+            name = self.requested
+            if name is None:
+                name = choose_model(texts) if self.store.is_empty() else DEFAULT_MODEL
+                name = self._loadable(name)
+            # how it reads Korean first: hangul_of takes a recorded model for a written memory
+            indexing.remember_hangul(self.store)
+            self._take_up(name)
+            self.store.set_meta("model", self._loaded().name)
+            stored = self.store.get_meta("model")  # another process's, had it recorded first
+        if stored is not None and stored != self.model_name:
+            if self.requested is not None:
+                raise ModelMismatch(stored, self.requested, self.location)
+            self._take_up(stored)
+        self._recorded = True
+
+    def _loadable(self, name: str) -> str:
+        """`name`, or the default when its model cannot load here (e5-small-q8 without the `e5`
+        extra): a memory is never refused its turns for a model it was not asked for."""
+        if name == DEFAULT_MODEL:
+            return name
+        try:
+            load_embedder(name, threads=self.settings.embed_threads)
+        except UnknownModel as exc:
+            why = str(exc).split(". Valid models")[0]  # what is missing and its pip command
+            log.warning(
+                "%s: %s reads little of its first turns' language and %s would, but %s; it gets "
+                "%s (ireneo reembed --to %s moves it later)",
+                self.location, DEFAULT_MODEL, name, why, DEFAULT_MODEL, name,
+            )  # fmt: skip
+            return DEFAULT_MODEL
+        return name
+
+    def _take_up(self, name: str) -> None:
+        """Make `name` this memory's model: its embedder (on first need) and its fusion. Call
+        under the embedder lock."""
+        if name != self.model_name:
+            self._embedder = None
+            self.model_name = name
+            self.fusion = search.Fusion.for_model(name)  # its calibration and weight
+
+    def _loaded(self) -> Embedder:
+        """The embedder of `model_name`, loaded now; call under the embedder lock."""
+        if self._embedder is None:
+            self._embedder = load_embedder(self.model_name, threads=self.settings.embed_threads)
+            self.model_name = self._embedder.name  # a path resolves to local:<dir>
+        return self._embedder
 
     def _embed_query(self, query: str) -> np.ndarray:
         # called on recall's query worker (search.window_scores): a fresh process loads its
@@ -132,7 +206,8 @@ class Memory:
     ) -> indexing.IndexReport:
         """Index `.funes.jsonl` files and directories: unchanged files cost nothing."""
         files = indexing.find_files(paths)
-        report = indexing.index_files(self.store, self.embedder.split, files, redact=self.redact)
+        split = self.settle_model(indexing.texts_of(files)).split
+        report = indexing.index_files(self.store, split, files, redact=self.redact)
         report.embedded = self.embed_pending(progress)
         return report
 
@@ -142,8 +217,9 @@ class Memory:
         An assistant turn that mostly repeats what was returned to this user within the echo
         window before `now` is flagged as a recall echo (ireneo.echoes).
         """
+        split = self.settle_model(turn.text for turn in turns).split
         return indexing.store_turns(
-            self.store, self.embedder.split, turns, redact=self.redact, echo=self._echo_test(now)
+            self.store, split, turns, redact=self.redact, echo=self._echo_test(now)
         )
 
     def note_returned(self, turns: Iterable[tuple[str, int]], now: datetime | None = None) -> None:
@@ -174,10 +250,7 @@ class Memory:
         if not self.store.count_pending():
             self.store.save_copies()  # a memory indexed before copies were saved gets them
             return 0
-        embedder = self.embedder
-        if self.store.get_meta("model") is None:
-            self.store.set_meta("model", embedder.name)
-        return indexing.embed_pending(self.store, embedder, progress)
+        return indexing.embed_pending(self.store, self.settle_model(), progress)
 
     def pending(self) -> int:
         return self.store.count_pending()
@@ -188,8 +261,8 @@ class Memory:
         with self._embedder_lock:
             self.store.drop_vectors()
             self.store.set_meta("model", embedder.name)
-            self._embedder, self.model_name = embedder, embedder.name
-            self.fusion = search.Fusion.for_model(self.model_name)  # its calibration and weight
+            self._take_up(embedder.name)
+            self._embedder, self._recorded, self._vectors = embedder, True, True
         return indexing.embed_pending(self.store, embedder, progress)
 
     # -- reads ------------------------------------------------------------------------------

@@ -18,10 +18,10 @@ from ireneo.embed.onnx import OnnxEmbedder
 from ireneo.embed.usem import UsemEmbedder
 from ireneo.errors import UnknownModel
 
-# The default, by measurement (docs/ranking.md, "The model"): MiniLM ranks best in English, on
-# LoCoMo and on every generated family; e5-small-q8 in Russian and Korean. A memory records its
-# model: a new default applies to new memories, and an existing one changes only through
-# `ireneo reembed`.
+# The default for text MiniLM reads, by measurement (docs/ranking.md, "The model"): MiniLM ranks
+# best in English; e5-small-q8 in Russian and Korean, and a new memory whose first turns MiniLM
+# cannot read gets it (ireneo.embed.choose). A memory records its model at its first turns: a
+# new default applies to new memories, and an existing one changes only through `ireneo reembed`.
 DEFAULT_MODEL = "minilm-l6-v2-q8"
 
 MINILM_TOKENIZER = Path(__file__).parent.parent / "resources" / "minilm" / "tokenizer.json"
