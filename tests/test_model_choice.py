@@ -14,9 +14,11 @@ from pathlib import Path
 
 import httpx2
 import pytest
+from click.testing import CliRunner
 from fastmcp import Client
 
 from ireneo import Memory
+from ireneo.cli import main
 from ireneo.config import Settings
 from ireneo.embed.choose import (
     MULTILINGUAL_MODEL,
@@ -322,3 +324,45 @@ def test_remember_hangul_before_the_model_reads_korean_by_morphemes(home) -> Non
     with Memory(home) as memory:
         memory.store_turns(turns(KOREAN))
         assert remember_hangul(memory.store) == "morphemes"
+
+
+# -- the benchmark and the status ------------------------------------------------------------
+def test_the_bench_gives_a_history_the_model_its_memory_chooses(tmp_path) -> None:
+    """No --model: a Russian history's memory gets e5, and the report names it (an English
+    history's gets MiniLM: tests/test_bench_run.py)."""
+    out = tmp_path / "results"
+    result = CliRunner().invoke(
+        main,
+        [
+            "bench",
+            "--quick",
+            "--sizes",
+            "20",
+            "--langs",
+            "ru",
+            "--questions",
+            "4",
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    document = json.loads((out / "latest.json").read_text())
+    assert [(run["lang"], run["model"]) for run in document["runs"]] == [("ru", MULTILINGUAL_MODEL)]
+    assert document["chosen"] and document["model"] == MULTILINGUAL_MODEL
+    text = (out / "latest.md").read_text()
+    assert (
+        f"Model {MULTILINGUAL_MODEL} (each history's memory chose its own by its language)" in text
+    )
+
+
+def test_status_says_how_a_memory_will_get_its_model(tmp_path) -> None:
+    home = str(tmp_path / "home")
+    status = CliRunner().invoke(main, ["status", "--home", home])
+    assert "model:         none yet: chosen by the language of its first turns" in status.output
+    asked = CliRunner().invoke(main, ["status", "--home", home, "--model", MULTILINGUAL_MODEL])
+    assert f"model:         none yet: {MULTILINGUAL_MODEL}\n" in asked.output
+    assert (
+        json.loads(CliRunner().invoke(main, ["status", "--home", home, "--json"]).output)["model"]
+        is None
+    )

@@ -11,6 +11,7 @@ import json
 import sys
 import time
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -279,7 +280,12 @@ def status(memory: Memory, as_json: bool) -> None:
         else "by bigrams (made before morphemes or without the ko extra; a new memory made "
         "after pip install 'ireneo[ko]' reads by morphemes)"
     )
+    if s.model is None:  # recorded with the first turns stored (Memory.settle_model)
+        s = replace(s, model=f"none yet: {memory.requested or _CHOSEN}")
     emit(as_json, document, render_status(s, memory.location))
+
+
+_CHOSEN = "chosen by the language of its first turns"
 
 
 @main.command()

@@ -63,7 +63,13 @@ def markdown(document: dict) -> str:
     lines = [
         f"# ireneo bench, {document['started']}",
         "",
-        f"{'Models' if several else 'Model'} {', '.join(models)}, "
+        f"{'Models' if several else 'Model'} {', '.join(models)}"
+        + (
+            " (each history's memory chose its own by its language)"
+            if document.get("chosen")
+            else ""
+        )
+        + ", "
         f"reranker {document.get('rerank', 'none')}, "
         f"family {document['config']['family']}, seed {document['config'].get('seed', 0)}, "
         f"{document['config']['questions']} questions per size, "
@@ -329,6 +335,8 @@ def plots(document: dict, out: Path) -> list[Path]:
             ax = axes[row][col]
             for number, model in enumerate(models):
                 mine = _series(runs, lang, model if several else None)
+                if not mine:  # a language its memory gave another model
+                    continue
                 sizes = [r["size"] for r in mine]
                 for colour, method in enumerate(METHOD_ORDER):
                     ax.plot(
@@ -356,6 +364,8 @@ def plots(document: dict, out: Path) -> list[Path]:
     for lang in langs:
         for model in models:
             mine = _series(runs, lang, model if several else None)
+            if not mine:
+                continue
             sizes = [r["size"] for r in mine]
             name = f"{lang} {model}" if several else lang
             axes[0].plot(
@@ -459,6 +469,8 @@ def _stores_plot(runs: list[dict], path: Path, plt) -> Path:  # noqa: ANN001 - p
     for lang in sorted({r["lang"] for r in with_stores}, key=["en", "ru", "ko"].index):
         for model in models:
             mine = _series(with_stores, lang, model if several else None)
+            if not mine:
+                continue
             for store in mine[0]["stores"]:
                 for ax, (key, _) in zip(axes, panels, strict=True):
                     ax.plot(

@@ -17,6 +17,7 @@ stores are compared in one run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -42,6 +43,8 @@ from ireneo.benchmark.generate import (
 )
 from ireneo.config import Settings
 from ireneo.embed import DEFAULT_MODEL, load_embedder
+from ireneo.embed.choose import MULTILINGUAL_MODEL
+from ireneo.errors import UnknownModel
 from ireneo.memory import Memory
 from ireneo.model import Hit
 from ireneo.render import render_hit
@@ -81,7 +84,7 @@ class Config:
 
     def chosen_models(self) -> tuple[str | None, ...]:
         """The models measured, in order (the first is the one the others are compared with);
-        None: the default."""
+        None: each memory's own, chosen by the language of its history (ireneo.embed.choose)."""
         return self.models or (self.model,)
 
 
@@ -353,7 +356,7 @@ def run(config: Config, stage: Stage = _unseen) -> list[Run]:
     # A model's 8-bit build is made once per machine, by whichever process loads it first: here,
     # not inside the first index timed, whose peak RSS it would be counted in.
     for model in config.chosen_models():
-        load_embedder(model)
+        _build(model, config.langs)
     runs = []
     with tempfile.TemporaryDirectory(prefix="ireneo-bench-") as scratch:
         for lang in config.langs:
@@ -361,6 +364,15 @@ def run(config: Config, stage: Stage = _unseen) -> list[Run]:
                 scratch_one = Path(scratch) / f"{lang}-{size}"
                 runs += run_one(config, settings, lang, size, scratch_one, stage)
     return runs
+
+
+def _build(model: str | None, langs: tuple[str, ...]) -> None:
+    """Load `model`; None (each memory chooses by its language, ireneo.embed.choose): the
+    default, and the model for what it cannot read if a history is not English."""
+    load_embedder(model)
+    if model is None and any(lang != "en" for lang in langs):
+        with contextlib.suppress(UnknownModel):  # not installed: the memories keep the default
+            load_embedder(MULTILINGUAL_MODEL)
 
 
 def run_one(
@@ -406,8 +418,8 @@ def run_model(
     name: str,
     stage: Stage,
 ) -> Run:
-    """Every stage for one history (its files beside `scratch`) and one model (None: the
-    default). The memory lives where a server home keeps its user's (`mcp.memory_home`), so
+    """Every stage for one history (its files beside `scratch`) and one model (None: the one
+    its memory chooses by its language). The memory lives where a server home keeps its user's (`mcp.memory_home`), so
     that the MCP stage serves the very memory the others measured."""
     source, questions_file = scratch.parent / "src", scratch.parent / "questions.json"
     questions = history.questions
@@ -500,6 +512,8 @@ def save(runs: list[Run], config: Config, started: str) -> Path:
         "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0]},
         "model": runs[0].model if runs else config.model or DEFAULT_MODEL,
         "models": list(dict.fromkeys(run.model for run in runs)),  # the first: the baseline
+        # no model named: each history's memory chose its own by its language
+        "chosen": not config.models and config.model is None,
         # every Memory the run opens, in process and in its children, reads it
         "rerank": Settings.from_env().rerank or "none",
         "runs": [asdict(r) for r in runs],
