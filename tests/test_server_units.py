@@ -188,3 +188,17 @@ def test_a_record_past_the_queue_bound_is_dropped_with_a_warning(tmp_path, caplo
         assert [record.msg for record in caplog.records] == ["returned_not_recorded"]
     finally:
         memory.close()
+
+
+@pytest.mark.parametrize("created", [[1.0, 1.5, 2.25, 0.999], [1.8e9 + 0.0015, 1.8e9 + 61.9]])
+def test_log_lines_stamp_each_records_own_time(created):
+    import json
+
+    from ireneo.server.logs import JsonFormatter
+
+    formatter = JsonFormatter()
+    for at in created:  # the seconds' text is kept between records: each still gets its own
+        record = logging.LogRecord("ireneo.server", logging.INFO, __file__, 1, "x", (), None)
+        record.created, record.msecs = at, (at - int(at)) * 1000
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at))
+        assert json.loads(formatter.format(record))["ts"] == f"{stamp}.{int(record.msecs):03d}Z"

@@ -50,13 +50,24 @@ def log_event(
 
 
 class JsonFormatter(logging.Formatter):
-    """`{"ts", "level", "logger", "event", ...fields}` on one line."""
+    """`{"ts", "level", "logger", "event", ...fields}` on one line. Every request writes one or
+    two such lines on the event loop's thread: the encoder is made once, and the time's
+    seconds are formatted once a second."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._encode = json.JSONEncoder(ensure_ascii=False, default=str).encode
+        self._stamp = (-1, "")  # a second and its text, replaced whole (threads share it)
 
     def format(self, record: logging.LogRecord) -> str:
         fields = getattr(record, "ireneo_fields", None)
+        second, stamp = self._stamp
+        if second != int(record.created):
+            second = int(record.created)
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._stamp = (second, stamp)
         out: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "ts": f"{stamp}.{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
         }
@@ -67,7 +78,7 @@ class JsonFormatter(logging.Formatter):
             out["message"] = _message(record)
             if record.exc_info:
                 out["error"] = record.exc_info[0].__name__ if record.exc_info[0] else "unknown"
-        return json.dumps(out, ensure_ascii=False, default=str)
+        return self._encode(out)
 
 
 def _message(record: logging.LogRecord) -> str:
