@@ -294,3 +294,30 @@ def test_a_direct_call_logs_its_request_and_recall_lines(servers, caplog):
     assert len(recalls) == 2 and all(f["user_key"] and f["outcome"] for f in recalls)
     assert all(f["query_chars"] == 7 for f in recalls)
     assert [f["path"] for f in requests if f["path"] == "/mcp"] == ["/mcp", "/mcp"]
+
+
+def test_the_inspector_gets_the_same_answer(servers):
+    """The third-party client (Node), through the direct path and through the SDK."""
+    import os
+    import shutil
+    import subprocess
+
+    if shutil.which("npx") is None:
+        if os.environ.get("IRENEO_REQUIRE_ALL") == "1":
+            pytest.fail("npx (Node.js) is required when IRENEO_REQUIRE_ALL=1")
+        pytest.skip("npx (Node.js) is not installed")
+    outputs = []
+    before = answered(servers[0])
+    for server in servers:
+        command = ["npx", "-y", "@modelcontextprotocol/inspector@2.12.0", "--cli"]
+        command += [f"{server.url}/mcp", "--transport", "http"]
+        command += ["--header", f"Authorization: Bearer {server.token('alice')}"]
+        command += ["--method", "tools/call", "--tool-name", "recall_my_conversations"]
+        command += ["--tool-arg", "query=MT-4471 à"]
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL
+        )
+        assert done.returncode == 0, done.stderr
+        outputs.append(json.loads(done.stdout))
+    assert outputs[0] == outputs[1] and "MT-4471" in outputs[0]["content"][0]["text"]
+    assert answered(servers[0]) == before + 1
