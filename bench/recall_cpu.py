@@ -32,7 +32,7 @@ from ireneo.server.tools import recall_answer
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--work", type=Path, required=True, help="where the memories are kept")
+    p.add_argument("--work", type=Path, help="where the memories are kept (built once)")
     p.add_argument("--sizes", default="1,2,5,10,20", help="conversations a memory, comma-separated")
     p.add_argument("--model", default="minilm-l6-v2-q8")
     p.add_argument("--rounds", type=int, default=3)
@@ -40,6 +40,8 @@ def main() -> None:
     p.add_argument("--home", type=Path, help="an indexed memory holding the --history")
     p.add_argument("--history", help="conversations,language,family,seed of --home's history")
     args = p.parse_args()
+    if (args.work is None) == (args.home is None):
+        p.error("give --work (memories built there) or --home with --history")
     memories = []
     if args.home is not None:
         size, lang, family, seed = (args.history or "").split(",")
