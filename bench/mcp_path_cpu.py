@@ -14,8 +14,9 @@ without a memory (all of the MCP path, no search); "recall", users with one of 2
 conversations (the whole recall); both through fastmcp.Client (one session each, the 2026
 protocol), and again as raw JSON-RPC posts naming protocol 2025-06-18 ("path-2025",
 "recall-2025": what most agents' clients send); and "health", plain GET /health (HTTP and the
-middleware, no MCP). The server's CPU (user and system, from /proc) over those calls, per call;
-prints each variant's median over the rounds and its ratio to the first variant's. With
+middleware, no MCP). The server's CPU (user and system, from /proc) over those calls, per call,
+and its event loop's thread's alone ("loop"); prints each variant's median over the rounds and
+its ratio to the first variant's. With
 `--gap MS` each client waits that long between its calls (one client: a paced agent; this VM
 runs slower after an idle gap) and the median time a call took as the client saw it is
 printed too. The machine's other load moves every figure: compare within one run.
@@ -111,9 +112,9 @@ def start(
 
 async def raw_calls(
     spec: ServerProcess, users: dict[str, list[str]], clients: int, n: int, gap: float = 0.0
-) -> tuple[float, list[float]]:
-    """Server CPU seconds per call and each call's seconds as the client saw it, over
-    `clients` clients posting `n` raw JSON-RPC calls each (no session: the server is
+) -> tuple[float, float, list[float]]:
+    """Server CPU seconds per call, its event loop's, and each call's seconds as the client
+    saw it, over `clients` clients posting `n` raw JSON-RPC calls each (no session: the server is
     stateless), `gap` seconds apart."""
     names = list(users)
     headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": RAW_VERSION}
@@ -139,12 +140,20 @@ async def raw_calls(
                 await asyncio.sleep(gap)
             await done.wait()
 
-    return await _counted(spec, client, clients, n), took
+    return *await _counted(spec, client, clients, n), took
 
 
-async def _counted(spec: ServerProcess, run: Callable, clients: int, n: int) -> float:
-    """Server CPU seconds per call while `clients` runs of `run` make `n` calls each (a run
-    that fails breaks the barriers, and its error is raised)."""
+def loop_seconds(spec: ServerProcess) -> float:
+    """CPU time the server's main thread (its event loop) has used so far (Linux)."""
+    assert spec.process is not None
+    pid = spec.process.pid
+    fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _counted(spec: ServerProcess, run: Callable, clients: int, n: int) -> tuple[float, float]:
+    """Server CPU seconds per call, and its event loop's, while `clients` runs of `run` make
+    `n` calls each (a run that fails breaks the barriers, and its error is raised)."""
     opened, done = asyncio.Barrier(clients + 1), asyncio.Barrier(clients + 1)
 
     async def guarded(i: int) -> None:
@@ -158,21 +167,21 @@ async def _counted(spec: ServerProcess, run: Callable, clients: int, n: int) -> 
     tasks = [asyncio.create_task(guarded(i)) for i in range(clients)]
     try:
         await opened.wait()  # sessions open: only the calls are counted
-        cpu = spec.cpu_seconds()
+        cpu, loop = spec.cpu_seconds(), loop_seconds(spec)
         await done.wait()
-        cpu = spec.cpu_seconds() - cpu
+        cpu, loop = spec.cpu_seconds() - cpu, loop_seconds(spec) - loop
     except asyncio.BrokenBarrierError:
         await asyncio.gather(*tasks)  # raises the run's error
         raise
     await asyncio.gather(*tasks)
-    return cpu / (clients * n)
+    return cpu / (clients * n), loop / (clients * n)
 
 
 async def calls(
     spec: ServerProcess, users: dict[str, list[str]], clients: int, n: int, gap: float = 0.0
-) -> tuple[float, list[float]]:
-    """Server CPU seconds per call and each call's seconds as the client saw it, over
-    `clients` sessions making `n` calls each, `gap` seconds apart (of GET /health when `users`
+) -> tuple[float, float, list[float]]:
+    """Server CPU seconds per call, its event loop's, and each call's seconds as the client
+    saw it, over `clients` sessions making `n` calls each, `gap` seconds apart (of GET /health when `users`
     is empty)."""
     from fastmcp import Client
 
@@ -205,7 +214,7 @@ async def calls(
                 await asyncio.sleep(gap)
             await done.wait()
 
-    return await _counted(spec, health if not users else client, clients, n), took
+    return *await _counted(spec, health if not users else client, clients, n), took
 
 
 def main() -> None:
@@ -236,6 +245,7 @@ def main() -> None:
     servers = {variant: start(variant, args.work, args.baseline) for variant in variants}
     figures: dict[tuple[str, str], list[float]] = {}
     took: dict[tuple[str, str], list[float]] = {}
+    loops: dict[tuple[str, str], list[float]] = {}
     try:
         for _, spec in servers.values():  # warm: model loaded, copies read, tokens kept
             for kind in kinds:
@@ -247,8 +257,9 @@ def main() -> None:
                     run = KINDS[kind](
                         servers[variant][1], users[kind], args.clients, args.calls, gap
                     )
-                    per_call, times = asyncio.run(run)
+                    per_call, loop, times = asyncio.run(run)
                     figures.setdefault((variant, kind), []).append(1000 * per_call)
+                    loops.setdefault((variant, kind), []).append(1000 * loop)
                     took.setdefault((variant, kind), []).append(1000 * statistics.median(times))
             print(
                 f"round {r + 1}: "
@@ -262,7 +273,7 @@ def main() -> None:
     paced = f", {args.gap:g} ms between calls" if args.gap else ""
     print(
         f"server CPU per call, ms: median of {args.rounds} rounds (ratio to {variants[0]}); "
-        f"{args.clients} clients{paced}; client's median ms per call"
+        f"{args.clients} clients{paced}; the event loop's thread's; client's median ms"
     )
     print(f"load average {os.getloadavg()[0]:.1f}")
     for kind in kinds:
@@ -272,9 +283,10 @@ def main() -> None:
             median = statistics.median(values)
             spread = ", ".join(f"{v:.2f}" for v in values)
             client = statistics.median(took[(variant, kind)])
+            loop = statistics.median(loops[(variant, kind)])
             print(
                 f"{kind:11} {variant:17} {median:6.2f}  x{median / base:.3f}  "
-                f"client {client:6.2f}  [{spread}]"
+                f"loop {loop:5.2f}  client {client:6.2f}  [{spread}]"
             )
 
 
