@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from typing import Any
 
 import httpx2
@@ -225,6 +226,24 @@ MODERN_OTHERS = {
         modern_headers(),
     ),
     "an unknown _meta key": (modern(call(), other=1), modern_headers()),
+    "a bad log level": (
+        modern(call(), **{"io.modelcontextprotocol/logLevel": "loud"}),
+        modern_headers(),
+    ),
+    "a log level of another type": (
+        modern(call(), **{"io.modelcontextprotocol/logLevel": 3}),
+        modern_headers(),
+    ),
+    "a progress token of another type": (modern(call(), progressToken={"a": 1}), modern_headers()),
+    "a float progress token": (modern(call(), progressToken=1.5), modern_headers()),
+    "client info of another type": (
+        modern(call(), **{"io.modelcontextprotocol/clientInfo": "me"}),
+        modern_headers(),
+    ),
+    "capabilities of another type": (
+        modern(call(), **{"io.modelcontextprotocol/clientCapabilities": []}),
+        modern_headers(),
+    ),
     "an unknown tool": (modern(call("no_such_tool")), modern_headers("no_such_tool")),
 }
 
@@ -288,9 +307,14 @@ def test_a_direct_call_logs_its_request_and_recall_lines(servers, caplog):
     before = answered(servers[0])
     mine, _ = both(servers[:1] * 2, call(query="MT-4471"))
     assert mine[0] == 200 and answered(servers[0]) == before + 2
-    events = [(record.msg, getattr(record, "ireneo_fields", {})) for record in caplog.records]
-    recalls = [fields for event, fields in events if event == "recall"]
-    requests = [fields for event, fields in events if event == "request"]
+    deadline = time.monotonic() + 10  # a request's line is written once its answer is sent
+    while True:
+        events = [(r.msg, getattr(r, "ireneo_fields", {})) for r in list(caplog.records)]
+        recalls = [fields for event, fields in events if event == "recall"]
+        requests = [fields for event, fields in events if event == "request"]
+        if len(requests) >= 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert len(recalls) == 2 and all(f["user_key"] and f["outcome"] for f in recalls)
     assert all(f["query_chars"] == 7 for f in recalls)
     assert [f["path"] for f in requests if f["path"] == "/mcp"] == ["/mcp", "/mcp"]

@@ -28,6 +28,8 @@ from mcp.shared.inbound import (
     classify_inbound_request,
     find_duplicated_routing_header,
 )
+from mcp_types import DEFAULT_NEGOTIATED_VERSION
+from mcp_types import methods as _methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.responses import Response
@@ -76,8 +78,8 @@ class DirectCalls:
         self.answered = 0  # calls answered here (the tests read it)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        modern = self._era(scope)
-        if modern is None:
+        version = self._version(scope)
+        if version is None:
             await self.app(scope, receive, send)
             return
         messages: list[Message] = []
@@ -90,9 +92,10 @@ class DirectCalls:
             body += message.get("body", b"")
             if not message.get("more_body", False):
                 break
+        modern = version in MODERN_PROTOCOL_VERSIONS
         call = None
         if messages[-1]["type"] == "http.request":
-            call = self._modern_call(scope, body) if modern else self._legacy_call(body)
+            call = self._modern_call(scope, body) if modern else self._legacy_call(body, version)
         if call is None:
             await self.app(scope, _replay(messages, receive), send)
             return
@@ -110,10 +113,10 @@ class DirectCalls:
             answer = pydantic_core.to_json({"jsonrpc": "2.0", "id": request_id, "result": result})
         await Response(answer, headers=_HEADERS)(scope, receive, send)
 
-    def _era(self, scope: Scope) -> bool | None:
-        """None when the request's head is not one the direct path takes (a POST to the path
-        by a verified caller, JSON accepted and sent, no `Mcp-Param-*` header); else whether
-        it names the 2026 protocol (True) or a 2024-2025 one or none (False)."""
+    def _version(self, scope: Scope) -> str | None:
+        """The protocol version the request is served at, or None when its head is not one
+        the direct path takes (a POST to the path by a verified caller, JSON accepted and
+        sent, no `Mcp-Param-*` header, a version the SDK serves)."""
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self.path:
             return None
         if not isinstance(scope.get("user"), AuthenticatedUser):
@@ -132,18 +135,21 @@ class DirectCalls:
             return None  # the SDK's 400 or 415 (it compares case-sensitively)
         if accept is None or not _accepts_json(accept):
             return None
-        if version is None or version in HANDSHAKE_PROTOCOL_VERSIONS:
-            return False
-        return True if version in MODERN_PROTOCOL_VERSIONS else None
+        if version is None:
+            return DEFAULT_NEGOTIATED_VERSION  # the SDK's assumption for a 2025 client
+        if version in HANDSHAKE_PROTOCOL_VERSIONS or version in MODERN_PROTOCOL_VERSIONS:
+            return version
+        return None
 
-    def _legacy_call(self, body: bytes) -> Call | None:
+    def _legacy_call(self, body: bytes, version: str) -> Call | None:
         """A `tools/call` of one of the tools with exactly its one string argument, parsed as
         the SDK's transport parses; else None."""
         try:
             request = pydantic_core.from_json(body)
         except ValueError:
             return None
-        return self._call(request, _LEGACY_PARAMS)
+        call = self._call(request, _LEGACY_PARAMS)
+        return call if call is not None and _valid(request, version) else None
 
     def _modern_call(self, scope: Scope, body: bytes) -> Call | None:
         """As `_legacy_call`, parsed and checked as the SDK's 2026 entry does (its envelope
@@ -159,7 +165,9 @@ class DirectCalls:
         if find_duplicated_routing_header(headers.items()) is not None:
             return None
         verdict = classify_inbound_request(request, headers=dict(headers))
-        return None if isinstance(verdict, InboundLadderRejection) else call
+        if isinstance(verdict, InboundLadderRejection):
+            return None
+        return call if _valid(request, verdict.protocol_version) else None
 
     def _call(self, request: Any, params_keys: frozenset[str]) -> Call | None:
         if not isinstance(request, dict) or request.keys() != _REQUEST_KEYS:
@@ -180,6 +188,15 @@ class DirectCalls:
         if type(argument) is not str:
             return None
         return request_id, tool[1], argument
+
+
+def _valid(request: dict, version: str) -> bool:
+    """The SDK's own check of a call's params at `version` (its INVALID_PARAMS otherwise)."""
+    try:
+        _methods.validate_client_request("tools/call", version, request["params"])
+    except (ValueError, KeyError):  # pydantic's ValidationError is a ValueError
+        return False
+    return True
 
 
 def _accepts_json(accept: bytes) -> bool:
