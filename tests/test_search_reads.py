@@ -36,3 +36,26 @@ def test_windows_read_through_a_recall_are_the_stores_and_read_once(home, tmp_pa
                 (sid, seq) for call in calls for sid, lo, hi in call for seq in range(lo, hi + 1)
             ]
             assert len(seqs) == len(set(seqs))  # no seq asked of the store twice
+
+
+def test_a_recall_asks_the_store_for_no_turn_twice(home, tmp_path):
+    """The tool's recall (k 3, grown within 4,000 characters) reads the hits' windows and the
+    sides `widen` grows into in one read, and then only turns it has not read."""
+    from ireneo.render import within
+
+    lines = [
+        turn_line(f"c{c}", seq, f"pump {c} bearing noise, reading {seq} of line {c}")
+        for c in range(6)
+        for seq in range(40)
+    ]
+    with Memory(home) as memory:
+        memory.index([write_jsonl(tmp_path / "src" / "a.funes.jsonl", lines)])
+        store = memory.store
+        read = store.turn_windows
+        calls: list[list[tuple[str, int, int]]] = []
+        store.turn_windows = lambda windows: calls.append(windows) or read(windows)
+        hits = memory.recall("pump bearing noise line 3", k=3, fits=within(4000))
+        assert len(hits) >= 3 and any(len(hit.context) > 2 for hit in hits)  # grown
+        seqs = [(sid, seq) for call in calls for sid, lo, hi in call for seq in range(lo, hi + 1)]
+        assert len(seqs) == len(set(seqs))
+        assert len(calls) <= 2 + len(hits) // 4  # the hits with their sides, then AHEAD a read

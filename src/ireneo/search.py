@@ -162,7 +162,13 @@ def recall(
     pool = max(k, reranker.depth) if reranker else k
     scores = window_scores(store, embed_query, query, filters, radius, fusion, hangul, reads)
     hits = build_hits(
-        store, scores, pool + further, radius, include_echoes=filters.include_echoes, reads=reads
+        store,
+        scores,
+        pool + further,
+        radius,
+        include_echoes=filters.include_echoes,
+        reads=reads,
+        sides=pool if further else 0,  # widen follows, and reads the first hits' sides
     )
     if reranker:
         hits = reranker.rerank(query, hits[:pool]) + hits[pool:]
@@ -214,7 +220,9 @@ def window_scores(
     named = known_names(query, stats, hangul) if fusion.name_weight else []
     # a query with no capitals may have left them out; one without cased letters (Korean) not
     if fusion.name_weight and not written_names(query) and any(c.islower() for c in query):
-        named += names_in_memory(store, layout, query, sequence, rarer, seeds, filters, hangul)
+        named += names_in_memory(
+            store, layout, query, sequence, rarer, seeds, filters, hangul, reads
+        )
     lexical = LexicalQuery.build(
         sequence, words, content, named, stats, fusion, layout, query, hangul
     )
@@ -433,13 +441,15 @@ def names_in_memory(
     seeds: np.ndarray,
     filters: Filters,
     hangul: Hangul = "morphemes",
+    reads: Reads | None = None,
 ) -> list[list[str]]:
     """The names a query typed without capitals mentions ("caps from carrow depot 8"), as the
     memory writes them ("Carrow Depot 8"): the capitalised runs that the query holds, in the
     same order, in the turns of the keyword candidates (`seeds`) and of the latest passages
     holding one of the query's four rarest terms beside the term after it (the candidates
     alone can all be short turns that share a common word of the question). A run inside a
-    longer one found is left out. `sequence` is the query's terms in order."""
+    longer one found is left out. `sequence` is the query's terms in order; `reads`, the
+    recall's turns read."""
     runs = {tuple(sequence[i : j + 1]) for i in range(len(sequence)) for j in range(i, i + 8)}
     holders = [seeds]
     for first, second in dict.fromkeys(pairwise(sequence)):  # a pair said twice: once
@@ -458,12 +468,15 @@ def names_in_memory(
     found: dict[tuple[str, ...], list[str]] = {}
     if all(cue[:1].isupper() and _LETTERS.fullmatch(cue) for cue in cues):
         marked = ["\n" + cue for cue in cues]
-        for written in _written(store, layout, keys):
+        for written in _written(reads or Reads(store), layout, keys):
             for marks, held in written:
                 if any(run in runs for run in held) and any(cue in marks for cue in marked):
                     found.update((run, list(run)) for run in held if run in runs)
     else:  # a cue without a capital to find it by (Hangul): the turns' own text
-        for window in store.turn_windows([(sid, seq, seq) for sid, seq in layout.turns(keys)]):
+        found_turns = (reads or Reads(store)).windows(
+            [(sid, seq, seq) for sid, seq in layout.turns(keys)]
+        )
+        for window in found_turns:
             for text in (turn.text for turn in window):
                 if any(cue in text for cue in cues):
                     found.update((tuple(n), n) for n in written_names(text) if tuple(n) in runs)
@@ -476,7 +489,7 @@ _LETTERS = re.compile(r"[^\W\d_]+")
 Written = tuple[str, tuple[tuple[str, ...], ...]]
 
 
-def _written(store: Store, layout: PassageLayout, keys: np.ndarray) -> list[tuple[Written, ...]]:
+def _written(reads: Reads, layout: PassageLayout, keys: np.ndarray) -> list[tuple[Written, ...]]:
     """What the turns of each key write, one entry a turn in the store's order: read and
     parsed once per turn while the layout (or one it grows into) holds it (`layout.written`),
     since a turn's text never changes but by a deletion, after which the layout is new."""
@@ -487,7 +500,7 @@ def _written(store: Store, layout: PassageLayout, keys: np.ndarray) -> list[tupl
         windows = [(sid, seq, seq) for sid, seq in layout.turns(np.array(missing, dtype=np.int64))]
         room = WRITTEN_HELD - len(held)
         read = {}
-        for key, window in zip(missing, store.turn_windows(windows), strict=True):
+        for key, window in zip(missing, reads.windows(windows), strict=True):
             texts = [turn.text for turn in window]
             read[key] = tuple((_marks(t), tuple(map(tuple, written_names(t)))) for t in texts)
         if room > 0:
@@ -921,6 +934,7 @@ def build_hits(
     *,
     include_echoes: bool = False,
     reads: Reads | None = None,
+    sides: int = 0,
 ) -> list[Hit]:
     """Best windows first, as hits.
 
@@ -929,6 +943,8 @@ def build_hits(
     on is all shown, and the reply to the window's last turn when that turn asks something.
     A window whose turns are already shown in a better hit is skipped.
     The turns of every hit are read at once; a turn forgotten since it was scored is left out.
+    With them, for the first `sides` hits, the REACH turns on either side that `widen` reads
+    next (into `reads`): one read for both.
     """
     ranked = sorted(scores.items(), key=lambda item: (-item[1].window, item[0]))
     chosen: list[tuple[str, int, Score, int, int]] = []
@@ -947,9 +963,15 @@ def build_hits(
         chosen.append((session_id, best, score, first, last))
     # one turn more than the window: the reply, shown when the window ends on a question
     reads = reads or Reads(store)
-    windows = reads.windows([(sid, first, last + 1) for sid, _, _, first, last in chosen])
+    windows = reads.windows(
+        [
+            (sid, first - REACH, last + 1 + REACH) if i < sides else (sid, first, last + 1)
+            for i, (sid, _, _, first, last) in enumerate(chosen)
+        ]
+    )
     hits: list[Hit] = []
-    for (session_id, best, score, _, last), turns in zip(chosen, windows, strict=True):
+    for (session_id, best, score, first, last), turns in zip(chosen, windows, strict=True):
+        turns = [t for t in turns if first <= t.seq <= last + 1]  # as read without the sides
         if not (radius and any(t.seq == last and _asks(t.text) for t in turns)):
             turns = [t for t in turns if t.seq <= last]
         hit = next((t for t in turns if t.seq == best), None)
