@@ -101,6 +101,8 @@ class DirectCalls:
             return
         request_id, fn, argument = call
         self.answered += 1
+        # The tools fail soft (a sentence, never an exception: server/tools.py's ToolCalls),
+        # so there is no error result of FastMCP's to write here.
         text = await fn(argument)
         content = [{"text": text, "type": "text"}]
         if modern:  # the SDK's modern entry: json.dumps of the model's dump
