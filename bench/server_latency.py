@@ -8,8 +8,10 @@ the Python API, as a backfill would), starts `ireneo serve` as its own process o
 warms it up, then times `--calls` tool calls made one after another by the official MCP client
 (fastmcp.Client over streamable HTTP, one client kept open) with short identifier queries. Prints
 one JSON document: p50/p95/max milliseconds per call as the client sees it, the median time
-inside the tool (from the server's own log), the median tools/list after each call (the round
-trip without a tool run), and the server's RSS (idle, after, peak).
+inside the tool (from the server's own log), the median tools/list after each call (a round
+trip without a tool run; it goes through the MCP SDK, which recall's own calls skip on the
+direct path, ireneo.server.direct, so it costs more than a call's protocol share), and the
+server's RSS (idle, after, peak).
 The work directory defaults to a fresh temporary one; `--work DIR` reuses a memory built before.
 """
 
