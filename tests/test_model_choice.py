@@ -111,6 +111,8 @@ def test_the_share_minilm_cannot_read_tells_the_languages_apart() -> None:
     assert unread_share(RUSSIAN) > 0.8
     assert unread_share(KOREAN) > 0.8
     assert unread_share(["4471 2026-10-08 12:30", ""]) == 0.0  # digits are no language's
+    assert unread_share(["hello K-9", "I saw a cat"]) == 0.0  # a one-letter word is read whole
+    assert unread_share(["네"]) == 1.0  # a syllable, spelled out jamo by jamo
     assert unread_share([]) == 0.0
     assert [choose_model(LANGUAGES[lang]) for lang in ("en", "ru", "ko")] == [
         DEFAULT_MODEL,

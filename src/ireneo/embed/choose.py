@@ -20,7 +20,7 @@ from ireneo.embed.registry import DEFAULT_MODEL, MINILM_TOKENIZER
 MULTILINGUAL_MODEL = "e5-small-q8"  # for a memory whose text MiniLM cannot read
 SAMPLE_TURNS = 64  # texts read to choose, at most
 SAMPLE_CHARS = 20_000  # characters read to choose, at most
-UNREAD_SHARE = 0.15  # letters MiniLM cannot read, past which a memory gets MULTILINGUAL_MODEL
+UNREAD_SHARE = 0.1  # letters MiniLM cannot read, past which a memory gets MULTILINGUAL_MODEL
 
 
 def choose_model(texts: Iterable[str]) -> str:
@@ -45,26 +45,29 @@ def unread_share(texts: Iterable[str]) -> float:
 
 def unread_letters(text: str) -> tuple[int, int]:
     """(letters MiniLM cannot read, letters) of `text`: a letter is unread when the WordPiece
-    piece it falls in is unknown or a single character (Cyrillic spelled out letter by letter,
-    Hangul jamo by jamo, where an English word is one or two pieces). Digits are no language's
-    and do not count (`relevance.unread`, which judges a query, counts them)."""
+    piece it falls in is unknown, or a single character of a word spelled in several pieces
+    (Cyrillic spelled out letter by letter, Hangul jamo by jamo, where an English word is one or
+    two pieces). A word of one letter ("a", the K of "K-9") is read whole. Digits are no
+    language's and do not count. (`relevance.unread`, which judges a query, counts both.)"""
     letters = [at for at, char in enumerate(text) if char.isalpha()]
     if not letters:
         return 0, 0
-    tokenizer, unknown = _wordpiece()
+    tokenizer, unknown, continuing = _wordpiece()
     encoding = tokenizer.encode(text, add_special_tokens=False)
-    read = {
-        at
-        for piece, (start, end) in zip(encoding.ids, encoding.offsets, strict=True)
-        if piece != unknown and end - start > 1
-        for at in range(start, end)
-    }
+    ids, offsets = encoding.ids, encoding.offsets
+    read = set()
+    for i, (piece, (start, end)) in enumerate(zip(ids, offsets, strict=True)):
+        alone = piece not in continuing and (i + 1 == len(ids) or ids[i + 1] not in continuing)
+        if piece != unknown and (end - start > 1 or alone):
+            read.update(range(start, end))
     return sum(at not in read for at in letters), len(letters)
 
 
 @cache
-def _wordpiece():  # noqa: ANN202 - the MiniLMs' WordPiece and its unknown piece's id
+def _wordpiece():  # noqa: ANN202 - the MiniLMs' WordPiece, its unknown piece, its "##" pieces
     from ireneo.embed.wordpiece import WordPiece
 
     model = json.loads(MINILM_TOKENIZER.read_text(encoding="utf-8"))["model"]
-    return WordPiece(MINILM_TOKENIZER), model["vocab"][model.get("unk_token", "[UNK]")]
+    vocab, prefix = model["vocab"], model.get("continuing_subword_prefix", "##")
+    continuing = frozenset(i for token, i in vocab.items() if token.startswith(prefix))
+    return WordPiece(MINILM_TOKENIZER), vocab[model.get("unk_token", "[UNK]")], continuing
