@@ -173,8 +173,8 @@ class Memory:
         except UnknownModel as exc:
             why = str(exc).split(". Valid models")[0]  # what is missing and its pip command
             log.warning(
-                "%s: %s reads little of its first turns' language and %s would, but %s; it gets "
-                "%s (ireneo reembed --to %s moves it later)",
+                "%s: its first turns are in good part in letters %s cannot read and %s can, but "
+                "%s; it gets %s (ireneo reembed --to %s moves it later)",
                 self.location, DEFAULT_MODEL, name, why, DEFAULT_MODEL, name,
             )  # fmt: skip
             return DEFAULT_MODEL
