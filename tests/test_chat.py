@@ -13,11 +13,9 @@ import pytest
 
 from ireneo.memories import ExplicitMemories
 from ireneo.server import chat as chat_module
-from ireneo.server.app import create_app
 from ireneo.server.chat import FALLBACK_REPLY, SYSTEM_PROMPT
 from ireneo.server.logs import JsonFormatter
 from ireneo.server.memories import user_key
-from tests import conftest_server
 from tests.conftest_chat import ADMIN_KEY, FakeModel
 from tests.conftest_server import INGEST_KEY, RunningServer, conversation, make_settings
 
@@ -49,7 +47,7 @@ def reset_model(request):
         fake.requests.clear()
 
 
-def start(home, model: FakeModel | None, *, clock=None, monkeypatch=None, **changes):
+def start(home, model: FakeModel | None, *, clock=None, **changes):
     values = {
         "admin_key": ADMIN_KEY,
         "llm_base_url": model.base_url if model else None,
@@ -58,9 +56,7 @@ def start(home, model: FakeModel | None, *, clock=None, monkeypatch=None, **chan
         "llm_timeout": 1.0,
     }
     settings = make_settings(home, **(values | changes))
-    if clock is not None:
-        monkeypatch.setattr(conftest_server, "create_app", lambda s: create_app(s, clock=clock))
-    return RunningServer(settings)
+    return RunningServer(settings, clock=clock)
 
 
 @pytest.fixture(scope="module")
@@ -441,9 +437,9 @@ def test_logs_never_hold_messages_replies_customers_or_keys(desk, caplog):
 # -- expiry on the server, with a controllable clock ----------------------------------------------
 
 
-def test_the_expiry_job_removes_old_low_memories_of_every_user(tmp_path, monkeypatch, model):
+def test_the_expiry_job_removes_old_low_memories_of_every_user(tmp_path, model):
     clock = Clock()
-    srv = start(tmp_path, model, clock=clock, monkeypatch=monkeypatch, memory_expiry_interval=0.05)
+    srv = start(tmp_path, model, clock=clock, memory_expiry_interval=0.05)
     try:
         expiry = srv.state.expiry
         with srv.state.registry.lease(user_key("kim"), create=True) as memory:
@@ -469,9 +465,9 @@ def test_the_expiry_job_removes_old_low_memories_of_every_user(tmp_path, monkeyp
         srv.close()
 
 
-def test_retained_exchanges_are_dated_by_the_servers_clock(tmp_path, monkeypatch, model):
+def test_retained_exchanges_are_dated_by_the_servers_clock(tmp_path, model):
     clock = Clock()
-    srv = start(tmp_path, model, clock=clock, monkeypatch=monkeypatch)
+    srv = start(tmp_path, model, clock=clock)
     try:
         assert chat(srv, "tom", "Hello").status_code == 200
         [conv] = audit(srv, "tom").json()["conversations"]
