@@ -875,17 +875,20 @@ class Reads:
             gaps = _unread(first, last, self._spans.get(session_id, []))
             if gaps:
                 missing.setdefault(session_id, []).extend(gaps)
-        runs = [(sid, *run) for sid, gaps in missing.items() for run in _merged(gaps)]
-        if runs:
+        if missing:
+            runs = {session_id: _merged(gaps) for session_id, gaps in missing.items()}
+            asked = [(sid, *run) for sid, session_runs in runs.items() for run in session_runs]
             read: dict[str, list[Turn]] = {}
-            for (session_id, _, _), turns in zip(runs, self.store.turn_windows(runs), strict=True):
-                read.setdefault(session_id, []).extend(turns)
-            for session_id, gaps in missing.items():
-                self._spans[session_id] = _merged([*self._spans.get(session_id, []), *gaps])
-                # stable: the turns of one seq come from one read, in the store's order
-                turns = sorted(
-                    [*self._turns.get(session_id, []), *read.get(session_id, [])], key=_SEQ
-                )
+            for (session_id, _, _), turns in zip(
+                asked, self.store.turn_windows(asked), strict=True
+            ):
+                read.setdefault(session_id, []).extend(turns)  # ascending: so are the runs
+            for session_id, session_runs in runs.items():
+                turns = read.get(session_id, [])
+                if session_id in self._turns:  # stable: a seq's turns come from one read
+                    session_runs = _merged([*self._spans[session_id], *session_runs])
+                    turns = sorted([*self._turns[session_id], *turns], key=_SEQ)
+                self._spans[session_id] = session_runs
                 self._turns[session_id] = turns
                 self._seqs[session_id] = [turn.seq for turn in turns]
         found = []
