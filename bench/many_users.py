@@ -955,7 +955,7 @@ class Run:
         for e in events:
             if e.get("event") == "memory_open":
                 opens[(e["replica"], e["user_key"])].append(_ts(e["ts"]))
-        cold_ms, warm_ms = [], []
+        cold_ms, warm_ms, colds = [], [], []
         for e in events:
             if e.get("event") != "recall" or e.get("outcome") is None:
                 continue
@@ -964,11 +964,15 @@ class Run:
             times = opens.get((e["replica"], e.get("user_key")), [])
             cold = any(start <= t <= end + 0.002 for t in times)
             (cold_ms if cold else warm_ms).append(e["ms"])
+            colds.append((end, cold))
         open_ms = [e["ms"] for e in events if e.get("event") == "memory_open"]
         total = len(cold_ms) + len(warm_ms)
+        colds.sort()
+        later = [cold for _, cold in colds[len(colds) // 2 :]]  # the run's second half
         return {
             "server_recalls": total,
             "cold_share": round(len(cold_ms) / total, 3) if total else None,
+            "cold_share_second_half": round(sum(later) / len(later), 3) if later else None,
             "cold_in_tool_ms": _percentiles(cold_ms),
             "warm_in_tool_ms": _percentiles(warm_ms),
             "opens": len(open_ms),
@@ -1035,6 +1039,10 @@ class Run:
                 "calls": len(calls),
                 "per_second": round(len(calls) / cfg.seconds, 1),
                 "ms": _percentiles(ms),
+                # past the first half: the memories a Zipf draw asks for often are open by then
+                "ms_second_half": _percentiles(
+                    [c.ms for c in calls if c.ok and c.at >= cfg.seconds / 2]
+                ),
                 "by_replica": by_replica,
                 "found_share": round(sum(c.found for c in calls if c.ok) / len(ms), 3)
                 if ms
@@ -1108,6 +1116,11 @@ def _mbs(figures: list[dict | None] | None) -> str:
     return " / ".join(f"{f['rss_mb']:.0f}" if f else "-" for f in figures or [])
 
 
+def _ms(figures: dict | None) -> str:
+    figures = figures or {}
+    return f"{figures.get('p50')} / {figures.get('p95')} / {figures.get('p99')} ms"
+
+
 def _workers(config: dict) -> str:
     workers = config.get("workers", 1)
     return f" × {workers} workers" if workers > 1 else ""
@@ -1135,8 +1148,10 @@ def markdown(r: dict) -> str:
         "|---|---|",
         f"| recall p50 / p95 / p99 (client) | {rec['ms'].get('p50')} / {rec['ms'].get('p95')} / "
         f"{rec['ms'].get('p99')} ms ({rec['calls']} calls, {rec['per_second']}/s) |",
+        f"| recall p50 / p95 / p99, the run's second half | {_ms(rec.get('ms_second_half'))} |",
         f"| answer in the text | {rec['found_share']} |",
-        f"| cold share (recalls that opened a memory) | {srv['cold_share']} |",
+        f"| cold share (recalls that opened a memory); in the second half | {srv['cold_share']}; "
+        f"{srv.get('cold_share_second_half')} |",
         f"| in the tool, cold p50 / p95 | {srv['cold_in_tool_ms'].get('p50')} / "
         f"{srv['cold_in_tool_ms'].get('p95')} ms |",
         f"| in the tool, warm p50 / p95 | {srv['warm_in_tool_ms'].get('p50')} / "
