@@ -259,6 +259,20 @@ def test_a_half_sent_head_after_a_served_request_is_closed_too(server):
         sock.close()
 
 
+def test_an_idle_connection_outlives_the_clients_pools(server):
+    """Idle past uvicorn's own 5 s and httpx's pool expiry, the connection still serves: a
+    client closes first, so none sends a request into a connection the server is closing."""
+    sock = connect(server)
+    try:
+        sock.sendall(b"GET /health HTTP/1.1\r\nhost: test\r\n\r\n")
+        assert read_response(sock).startswith(b"HTTP/1.1 200")
+        time.sleep(6.0)
+        sock.sendall(b"GET /health HTTP/1.1\r\nhost: test\r\n\r\n")
+        assert read_response(sock).startswith(b"HTTP/1.1 200")
+    finally:
+        sock.close()
+
+
 def test_a_head_pipelined_behind_a_request_has_its_deadline_from_the_response(server):
     sock = connect(server)
     try:  # a whole request and half of the next, in one write

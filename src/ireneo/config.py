@@ -212,6 +212,9 @@ class Settings:
     ingest_concurrency: int = 4  # stores running at once (worker threads)
     ingest_queue: int = 64  # ingest requests admitted at once, running or waiting; then 429
     read_timeout: float = 10.0  # seconds to send a request's head, then its body
+    # seconds a connection may wait idle for its next request: past the idle expiry of clients'
+    # pools (httpx 5 s, aiohttp 15 s) and of load balancers' (60 s), so they close it first
+    keep_alive: float = 75.0
     # open memories: at most this many, holding at most this much RAM (server/memories.py)
     max_open_memories: int = 2048
     max_open_mb: int = 256
@@ -409,6 +412,7 @@ def _read(env: _Environment) -> dict[str, object]:
         "ingest_concurrency": whole("IRENEO_INGEST_CONCURRENCY", d.ingest_concurrency),
         "ingest_queue": whole("IRENEO_INGEST_QUEUE", d.ingest_queue),
         "read_timeout": number("IRENEO_READ_TIMEOUT", d.read_timeout),
+        "keep_alive": number("IRENEO_KEEP_ALIVE", d.keep_alive, most=3600.0),
         "max_open_memories": whole("IRENEO_MAX_OPEN_MEMORIES", d.max_open_memories),
         "max_open_mb": whole("IRENEO_MAX_OPEN_MB", d.max_open_mb),
         "memory_tools": on_off("IRENEO_MEMORY_TOOLS", d.memory_tools),

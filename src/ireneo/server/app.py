@@ -357,12 +357,13 @@ def uvicorn_options(settings: Settings) -> dict:
     """How `ireneo serve` runs uvicorn: its HTTP/1.1 protocol with read deadlines on every
     request's head and body (ireneo.server.deadlines), uvloop's event loop where it is installed
     (a core dependency but on Windows; docs/reliability.md), no access log of its own
-    (RequestLog logs)."""
+    (RequestLog logs), idle connections kept `keep_alive` seconds."""
     return {
         "log_config": None,
         "access_log": False,
         "lifespan": "on",
         "http": read_deadline_protocol(settings.read_timeout),
+        "timeout_keep_alive": settings.keep_alive,
         "loop": "auto",
     }
 
