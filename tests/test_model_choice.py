@@ -247,6 +247,26 @@ def test_a_postgres_memory_records_its_choice_for_every_replica(pg_pool) -> None
         assert replica.recall(QUERY["ko"], k=1)[0].seq == 3
 
 
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_two_stores_recording_a_model_at_once_agree_on_the_first(kind, request, tmp_path) -> None:
+    """Two processes (two replicas) taking a new user's first turns in two languages: the first
+    model recorded stands for both, whichever each chose."""
+    if kind == "postgres":
+        pool = request.getfixturevalue("pg_pool")
+        user = "race-" + datetime.now(UTC).strftime("%H%M%S%f")
+        first, second = (open_store(database=pool, user=user) for _ in range(2))
+    else:
+        first, second = (open_store(tmp_path / "home") for _ in range(2))
+    try:
+        assert first.get_meta("model") is None and second.get_meta("model") is None
+        assert first.add_meta("model", MULTILINGUAL_MODEL) == MULTILINGUAL_MODEL
+        assert second.add_meta("model", DEFAULT_MODEL) == MULTILINGUAL_MODEL
+        assert first.get_meta("model") == second.get_meta("model") == MULTILINGUAL_MODEL
+    finally:
+        first.close()
+        second.close()
+
+
 def test_without_the_e5_extra_a_russian_memory_keeps_the_default(tmp_path) -> None:
     """A memory is never refused its turns for a model it was not asked for."""
     write_file(tmp_path / "chats", "ru", RUSSIAN)

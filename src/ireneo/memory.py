@@ -155,8 +155,7 @@ class Memory:
             # how it reads Korean first: hangul_of takes a recorded model for a written memory
             indexing.remember_hangul(self.store)
             self._take_up(name)
-            self.store.set_meta("model", self._loaded().name)
-            stored = self.store.get_meta("model")  # another process's, had it recorded first
+            stored = self.store.add_meta("model", self._loaded().name)  # or another's, first
         if stored is not None and stored != self.model_name:
             if self.requested is not None:
                 raise ModelMismatch(stored, self.requested, self.location)

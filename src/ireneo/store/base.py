@@ -211,6 +211,12 @@ class Store(ABC, Generic[Tx]):
     @abstractmethod
     def set_meta(self, key: str, value: str) -> None: ...
 
+    @abstractmethod
+    def add_meta(self, key: str, value: str) -> str:
+        """Record `value` under `key` unless a value is recorded already; the value recorded
+        either way. One insert that does nothing on a conflict, so two processes recording
+        at once (two replicas taking a new user's first posts) agree on the first."""
+
     # -- writes -----------------------------------------------------------------------------
     @abstractmethod
     def turn_hashes(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], str]:

@@ -447,6 +447,18 @@ class PostgresStore(Store[psycopg.Cursor]):
         with self._transaction() as tx:
             self._put_meta(tx, key, value)
 
+    def add_meta(self, key: str, value: str) -> str:
+        self._meta_asked.add(key)  # read from the row from now on
+        with self._transaction() as tx:
+            tx.execute(
+                "INSERT INTO meta VALUES (%s, %s, %s) ON CONFLICT (user_id, key) DO NOTHING",
+                (self.user, key, value),
+            )
+            row = tx.execute(
+                "SELECT value FROM meta WHERE user_id = %s AND key = %s", (self.user, key)
+            ).fetchone()
+        return row[0]
+
     # -- writes -----------------------------------------------------------------------------------
     def turn_hashes(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
         if not keys:

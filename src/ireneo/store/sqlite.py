@@ -374,6 +374,11 @@ class SQLiteStore(Store[sqlite3.Connection]):
         with self._lock:
             self._put_meta(self._db, key, value)
 
+    def add_meta(self, key: str, value: str) -> str:
+        with self._transaction() as tx:
+            tx.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO NOTHING", (key, value))
+            return tx.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0]
+
     # -- writes -----------------------------------------------------------------------------------
     def turn_hashes(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
         with self._lock:
