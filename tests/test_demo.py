@@ -102,7 +102,7 @@ def test_a_missing_data_directory_says_what_to_do(tmp_path):
 # -- packaging: what the Dockerfile does, in a fresh virtual environment ------------------------
 
 
-IMAGE_INSTALL = "-c requirements/lock.txt '.[ko,postgres]'"  # the core, Korean, PostgreSQL
+IMAGE_INSTALL = "-c requirements/lock.txt '.[e5,ko,postgres]'"  # the core, e5, Korean, PostgreSQL
 
 
 def dockerfile_copies() -> list[str]:
@@ -180,10 +180,11 @@ def test_the_image_install_in_a_fresh_venv_has_no_torch_and_runs_the_demo(tmp_pa
         HTTPS_PROXY="http://127.0.0.1:9",
         NO_PROXY="127.0.0.1,localhost",
     )
-    run(
+    run(  # both models, as the image's build loads them
         str(python),
         "-c",
-        "from ireneo.embed import load_embedder; load_embedder().embed_query('warm up')",
+        "from ireneo.embed import load_embedder; load_embedder().embed_query('warm up'); "
+        "load_embedder('e5-small-q8').embed_query('warm up')",
     )
     done = run(str(python), "-c", "from ireneo.demo import demo; demo()", "--json", timeout=120)
     document = json.loads(done.stdout)
