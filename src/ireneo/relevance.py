@@ -265,7 +265,9 @@ def unread(query: str, lift: Lift | None) -> float:
     letters = [at for at, char in enumerate(query) if char.isalnum()]
     if not letters:
         return 0.0
-    tokenizer, unknown = _wordpiece()
+    from ireneo.embed.choose import minilm_wordpiece  # the embedding layer, lazily
+
+    tokenizer, unknown, _ = minilm_wordpiece()
     encoding = tokenizer.encode(query)
     read = {
         at
@@ -274,18 +276,6 @@ def unread(query: str, lift: Lift | None) -> float:
         for at in range(start, end)
     }
     return 1 - sum(at in read for at in letters) / len(letters)
-
-
-@cache
-def _wordpiece():  # noqa: ANN202 - the MiniLMs' WordPiece, imported lazily
-    """The tokenizer the packaged MiniLMs share, and its unknown piece's id."""
-    import json
-
-    from ireneo.embed.registry import MINILM_TOKENIZER
-    from ireneo.embed.wordpiece import WordPiece
-
-    model = json.loads(MINILM_TOKENIZER.read_text(encoding="utf-8"))["model"]
-    return WordPiece(MINILM_TOKENIZER), model["vocab"][model.get("unk_token", "[UNK]")]
 
 
 def unseen_idf(passages: int) -> float:

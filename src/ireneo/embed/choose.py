@@ -52,7 +52,7 @@ def unread_letters(text: str) -> tuple[int, int]:
     letters = [at for at, char in enumerate(text) if char.isalpha()]
     if not letters:
         return 0, 0
-    tokenizer, unknown, continuing = _wordpiece()
+    tokenizer, unknown, continuing = minilm_wordpiece()
     encoding = tokenizer.encode(text, add_special_tokens=False)
     ids, offsets = encoding.ids, encoding.offsets
     read = set()
@@ -64,7 +64,9 @@ def unread_letters(text: str) -> tuple[int, int]:
 
 
 @cache
-def _wordpiece():  # noqa: ANN202 - the MiniLMs' WordPiece, its unknown piece, its "##" pieces
+def minilm_wordpiece():  # noqa: ANN201 - the MiniLMs' WordPiece, its unknown piece, its "##" pieces
+    """The tokenizer the packaged MiniLMs share, read once a process: for the share of a text
+    it cannot read, here and in `relevance.unread`."""
     from ireneo.embed.wordpiece import WordPiece
 
     model = json.loads(MINILM_TOKENIZER.read_text(encoding="utf-8"))["model"]
