@@ -8,7 +8,8 @@ most users 5-50 conversations (log-uniform), `--big-users` of `--big-size`. Ever
 is posted whole through `POST /turns` (the gateway's door) to a real `ireneo serve` on
 127.0.0.1, in a shuffled order, by `--posters` concurrent posters; then, once indexed,
 `--clients` concurrent MCP clients (fastmcp over streamable HTTP, a real token per call: each
-client keeps one session and sends the token of the user it speaks for) ask
+client keeps one session and sends the token of the user it speaks for; `--client raw`: raw
+JSON-RPC posts instead, ireneo.benchmark.clients) ask
 `recall_my_conversations` for users drawn by a Zipf law (`--zipf`; the users' ranks are a
 shuffle), with one of the user's own questions, for `--seconds`: back to back, or (`--pace S`)
 each pausing a random time of mean S seconds before each of its recalls, as an agent waits for
@@ -69,6 +70,7 @@ from pathlib import Path
 import httpx2
 import numpy as np
 
+from ireneo.benchmark.clients import CLIENTS, client_class
 from ireneo.benchmark.generate import generate
 from ireneo.benchmark.server_process import INGEST_KEY, ServerProcess, process_tree
 from ireneo.benchmark.traffic import Conversation, marker, turn_text, user_name
@@ -103,6 +105,7 @@ class Config:
     late_size: int = 300  # their conversations
     label: str = ""
     server_env: dict[str, str] = field(default_factory=dict)
+    client: str = "fastmcp"  # or "raw": RawClient
 
 
 # -- the users ------------------------------------------------------------------------------
@@ -684,8 +687,7 @@ class Run:
         raise TimeoutError("the servers kept indexing")
 
     async def recall_phase(self) -> None:
-        from fastmcp import Client
-
+        Client = client_class(self.config.client)
         cfg = self.config
         zipf = Zipf(cfg.users, cfg.zipf, cfg.seed)
         self.phase_start = time.monotonic()
@@ -785,7 +787,7 @@ class Run:
 
     async def gateway(self, zipf: Zipf, deadline: float) -> None:
         """Posts growing conversations at `ingest_rate` a second; each post is a probe."""
-        from fastmcp import Client
+        Client = client_class(self.config.client)
 
         rng = random.Random(f"many-users/gateway/{self.config.seed}")
         conversations: dict[int, Conversation] = {}
@@ -1138,7 +1140,7 @@ def markdown(r: dict) -> str:
         f"{r['conversations']} conversations ({r['turns']} turns): users of {c['small_min']}-"
         f"{c['small_max']} conversations (log-uniform) and {r['big_users']} of {c['big_size']}; "
         f"posted by {c['posters']} posters in {r['posted_s']} s, indexed {r['indexed_s']} s after "
-        f"the first post. Then {c['clients']} MCP clients for {c['seconds']:.0f} s"
+        f"the first post. Then {c['clients']} MCP clients ({_client(c)}) for {c['seconds']:.0f} s"
         f"{_paced(c)}, users by Zipf "
         f"(s = {c['zipf']}), while a gateway posts {c['ingest_rate']}/s. Model: "
         f"{c['model'] or 'the default'}. {r['cpus']} cores shared with the clients (load "
@@ -1217,6 +1219,12 @@ def markdown(r: dict) -> str:
     return "\n".join(lines)
 
 
+def _client(c: dict) -> str:
+    if c.get("client") == "raw":
+        return "raw JSON-RPC posts, protocol 2025-06-18"
+    return "fastmcp.Client"
+
+
 def _paced(c: dict) -> str:
     pace = c.get("pace") or 0
     return f" (each pausing {pace:g} s on average between recalls)" if pace else " (back to back)"
@@ -1235,6 +1243,7 @@ def summary(out: Path) -> None:
         rows.append(
             f"| [{r['label']}]({r['label']}.md) | {r['config']['store']} | "
             f"{len(r['rss_peak_mb'])}{_workers(r['config'])} | {r['config']['users']} | {r['conversations']} | "
+            f"{r['config'].get('client', 'fastmcp')} | "
             f"{m.get('p50')} | {m.get('p95')} | {m.get('p99')} | {r['server']['cold_share']} | "
             f"{' / '.join(f'{x:.0f}' for x in r['rss_peak_mb'])} | "
             f"{r['disk']['per_user_bytes'] / 1024:.0f} | {r['freshness']['meaning_s'].get('p50')} |"
@@ -1247,9 +1256,9 @@ def summary(out: Path) -> None:
         "the MCP client's, in ms; RSS in MB of each server's largest process; disk in KiB per user; embedded: seconds "
         "from a post's 202 to its vectors (p50).",
         "",
-        "| run | store | servers | users | conversations | p50 | p95 | p99 | cold share | RSS |"
-        " disk/user | embedded s | errors | lost |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| run | store | servers | users | conversations | client | p50 | p95 | p99 | cold share |"
+        " RSS | disk/user | embedded s | errors | lost |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
     ]
@@ -1327,6 +1336,13 @@ def main(argv: list[str] | None = None) -> int:
         help="each client pauses a random time of this mean (s) between recalls, as an agent "
         "does between its user's turns [0: back to back, the most the servers can take]",
     )
+    p.add_argument(
+        "--client",
+        choices=CLIENTS,
+        default="fastmcp",
+        help="the MCP client: fastmcp.Client, or raw JSON-RPC posts (ireneo.benchmark.clients) "
+        "[fastmcp]",
+    )
     p.add_argument("--seed", type=int, default=29)
     p.add_argument("--model", help="IRENEO_MODEL for the servers [the default model]")
     p.add_argument("--kill-at", type=float, help="SIGKILL the last replica at S s")
@@ -1380,6 +1396,7 @@ def main(argv: list[str] | None = None) -> int:
         late_size=max(1, args.late_size),
         label=args.label,
         server_env=server_env,
+        client=args.client,
     )
     if args.reuse and (args.work is None or args.store != "sqlite"):
         p.error("--reuse needs --work and --store sqlite")

@@ -25,12 +25,14 @@ def test_a_short_load_run_has_no_errors_and_loses_nothing(tmp_path):
 
 
 def test_a_short_load_run_on_postgres_has_no_errors_and_loses_nothing(pg_database, tmp_path):
-    """The same on PostgreSQL; every acknowledged turn is read back from the database."""
+    """The same on PostgreSQL, the agents on the raw client (each recall one JSON-RPC post);
+    every acknowledged turn is read back from the database."""
     config = LoadConfig(
         clients=6,
         users=4,
         seconds=10,
         database_url=pg_cluster.prepare(pg_database.superuser_url).app_url,
+        client="raw",
     )
     report = LoadRun(config, tmp_path / "work").run()
     assert report.total_errors == 0, report.error_examples

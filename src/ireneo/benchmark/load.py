@@ -2,8 +2,9 @@
 
 Each client speaks for one of `users` users (client i for user i mod users) and, back to back,
 either posts one of its user's conversations grown by a turn (`POST /turns`, as the gateway) or
-asks `recall_my_conversations` over MCP (its own session, as an agent) for the marker of a turn
-it was already answered 202 for, which must come back: a turn is keyword-searchable once stored.
+asks `recall_my_conversations` over MCP (its own session, as an agent; `client` "raw": raw
+JSON-RPC posts, ireneo.benchmark.clients) for the marker of a turn it was already answered 202
+for, which must come back: a turn is keyword-searchable once stored.
 `posters` more clients only post, for users taken at random (recall while ingest runs). With
 `conversations`, every user starts with that many conversations of six turns, stored and embedded
 before the server starts (kept in the work directory and reused by the next run there).
@@ -33,6 +34,7 @@ from pathlib import Path
 import httpx2
 import numpy as np
 
+from ireneo.benchmark.clients import CLIENTS, client_class
 from ireneo.benchmark.server_process import INGEST_KEY, ServerProcess
 from ireneo.benchmark.traffic import (
     KINDS,
@@ -69,6 +71,7 @@ class LoadConfig:
     database_url: str | None = None
     workers: int = 1  # server processes (`ireneo serve --workers`)
     env: dict[str, str] = field(default_factory=dict)
+    client: str = "fastmcp"  # the agents' MCP client (ireneo.benchmark.clients)
 
 
 @dataclass
@@ -174,8 +177,7 @@ class LoadRun:
             reporter.cancel()
 
     async def _client(self, http: httpx2.AsyncClient, number: int) -> None:
-        from fastmcp import Client
-
+        Client = client_class(self.config.client)
         user = number % self.config.users
         rng = random.Random(f"{self.config.seed}/{number}")
         token = self.server.token(user_name(user))
@@ -396,6 +398,12 @@ def rss_figures(series: list[tuple[float, float]]) -> dict[str, float]:
     }
 
 
+def _client(config: dict) -> str:
+    if config.get("client") == "raw":
+        return "raw JSON-RPC posts"
+    return "fastmcp.Client"
+
+
 def save(report: LoadReport, out: Path) -> Path:
     """latest.json, latest.md and load.png in `out`; returns the markdown's path."""
     out.mkdir(parents=True, exist_ok=True)
@@ -407,8 +415,8 @@ def save(report: LoadReport, out: Path) -> Path:
         "",
         f"{c['clients']} clients over {c['users']} users for {report.seconds:.0f} s on "
         f"127.0.0.1, {c['ingest_share']:.0%} ingest posts, the rest `recall_my_conversations` "
-        f"over MCP, and {c.get('posters', 0)} clients only posting; each user started with "
-        f"{c.get('conversations', 0)} conversations; "
+        f"over MCP ({_client(c)}), and {c.get('posters', 0)} clients only posting; each user "
+        f"started with {c.get('conversations', 0)} conversations; "
         f"store: {'PostgreSQL' if c['database_url'] else 'SQLite (embedded)'}; "
         f"server processes: {c.get('workers', 1)}. "
         f"Clients and server share the machine ({os.cpu_count()} cores, 1-minute load average "
@@ -526,9 +534,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--workers", type=int, default=1, help="server processes (ireneo serve --workers)"
     )
+    parser.add_argument(
+        "--client", choices=CLIENTS, default="fastmcp", help="the agents' MCP client [fastmcp]"
+    )
+    parser.add_argument(
+        "--env", action="append", default=[], help="IRENEO_NAME=VALUE for the server (repeat)"
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/results/load"))
     parser.add_argument("--work", type=Path, help="where the server's home goes [a temp dir]")
     args = parser.parse_args(argv)
+    env = dict(item.partition("=")[::2] for item in args.env)
+    if any(not name.startswith("IRENEO_") or not value for name, value in env.items()):
+        parser.error(f"--env {' '.join(args.env)}: give IRENEO_NAME=VALUE")
     report = run_load(
         LoadConfig(
             clients=args.clients,
@@ -539,6 +556,8 @@ def main(argv: list[str] | None = None) -> int:
             conversations=args.conversations,
             database_url=args.database_url,
             workers=args.workers,
+            client=args.client,
+            env=env,
         ),
         args.out,
         args.work,

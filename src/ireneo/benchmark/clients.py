@@ -1,0 +1,91 @@
+"""The MCP clients the load benchmarks call with: fastmcp's, or a raw one (`--client`).
+
+Clients and server share the two cores of a benchmark machine. fastmcp.Client's stack (its
+session, anyio streams, pydantic models of every message) costs the benchmark's one process a
+few ms of CPU a call, which lands in the latency measured and in the CPU left to the server; an
+agent or gateway on its own machine pays it there. `RawClient` is the least the protocol asks:
+one JSON-RPC `tools/call` POST per call naming protocol 2025-06-18, no session (the server is
+stateless between requests), the answer read as JSON (or as its last SSE event).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import httpx2
+
+CLIENTS = ("fastmcp", "raw")
+
+
+@dataclass
+class Block:
+    text: str
+
+
+@dataclass
+class Result:
+    """What the benchmarks read of fastmcp's CallToolResult."""
+
+    content: list[Block]
+    is_error: bool
+
+
+class RawClient:
+    """fastmcp.Client's constructor, context and `call_tool`, as far as the benchmarks use them;
+    `auth` is a bearer token or an httpx Auth (one that may change the token between calls)."""
+
+    VERSION = "2025-06-18"
+
+    def __init__(self, url: str, auth: str | httpx2.Auth, timeout: float = 60) -> None:
+        self.url, self.auth, self.timeout = url, auth, timeout
+        self.ids = 0
+        self.http: httpx2.AsyncClient | None = None
+
+    async def __aenter__(self) -> RawClient:
+        headers = {
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": self.VERSION,
+        }
+        auth = self.auth
+        if isinstance(auth, str):
+            headers["authorization"] = f"Bearer {auth}"
+            auth = None
+        self.http = httpx2.AsyncClient(headers=headers, auth=auth, timeout=self.timeout)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.http is not None:
+            await self.http.aclose()
+
+    async def call_tool(self, name: str, arguments: dict, raise_on_error: bool = True) -> Result:
+        if self.http is None:
+            raise RuntimeError("RawClient: call inside `async with`")
+        self.ids += 1
+        call = {"name": name, "arguments": arguments}
+        body = {"jsonrpc": "2.0", "id": self.ids, "method": "tools/call", "params": call}
+        answer = await self.http.post(self.url, json=body)
+        answer.raise_for_status()
+        if answer.headers.get("content-type", "").startswith("text/event-stream"):
+            events = [line[5:] for line in answer.text.splitlines() if line.startswith("data:")]
+            message = json.loads(events[-1])
+        else:
+            message = answer.json()
+        if "error" in message:
+            raise RuntimeError(f"{name}: JSON-RPC error {message['error']}")
+        result = message["result"]
+        blocks = [Block(b.get("text", "")) for b in result.get("content", [])]
+        if raise_on_error and result.get("isError"):
+            raise RuntimeError(blocks[0].text if blocks else f"{name}: tool error")
+        return Result(blocks, bool(result.get("isError")))
+
+
+def client_class(name: str) -> type:
+    """The client class `--client NAME` names: "fastmcp" or "raw"."""
+    if name == "raw":
+        return RawClient
+    if name != "fastmcp":
+        raise ValueError(f"unknown MCP client {name!r}: give one of {', '.join(CLIENTS)}")
+    from fastmcp import Client
+
+    return Client
