@@ -17,6 +17,7 @@ from psycopg import conninfo, sql
 from ireneo import Memory
 from ireneo.cli import main
 from ireneo.errors import NotFound
+from ireneo.model import Block, Turn
 from ireneo.store import Filters, pg_schema
 from ireneo.store import base as store_base
 from ireneo.store.postgres import PostgresStore, SchemaOutdated, open_pool
@@ -274,6 +275,68 @@ def test_recall_echoes_are_flagged_and_left_out_on_postgres(pg_pool, tmp_path):
             h.session_id == "todo"
             for h in memory.recall("N-11 upgrade scheduled", k=5, include_echoes=True)
         )
+
+
+def test_a_turn_returned_again_is_recorded_once_at_its_latest_on_postgres(pg_database, pg_pool):
+    """Every recall shows ~20 turns: the record keeps one row a turn, its latest return, so a
+    busy user's records stay as many as their turns shown within the window."""
+    from datetime import timedelta
+
+    from ireneo.server.tools import returned_turns
+
+    now = datetime(2026, 10, 20, 9, 0, tzinfo=UTC)
+    name = user()
+    with Memory(database=pg_pool, user=name) as memory:
+        memory.store_turns(
+            [
+                Turn("pump", f"pump-{seq}", seq, now, "user", "test", (Block("text", text),))
+                for seq, text in enumerate(
+                    ["The pump on line 3 failed, ticket MT-4471.", "MT-4471 is closed."]
+                )
+            ]
+        )
+        shown = returned_turns(memory.recall("pump MT-4471", k=2))
+        assert len(set(shown)) == 2
+        for hour in range(5):  # the same turns, twice in one record too
+            memory.note_returned(shown + shown, now + timedelta(hours=hour))
+        memory.note_returned(shown, now)  # an older return leaves the latest as it is
+        with psycopg.connect(pg_database.owner_url, autocommit=True) as conn, conn.transaction():
+            conn.execute("SELECT set_config('app.user_id', %s, true)", (memory.store.user,))
+            rows = conn.execute("SELECT at FROM ireneo.returned").fetchall()
+        assert rows == [(now + timedelta(hours=4),)] * 2
+        assert len(memory.store.returned_texts(now + timedelta(hours=4))) == 2
+
+
+def test_records_returned_before_migration_6_keep_each_turns_latest(pg_database, monkeypatch):
+    """A database written with a record per return keeps each turn's latest through the upgrade,
+    every user's, under their own policy."""
+    from tests import pg_cluster
+
+    monkeypatch.setattr(pg_schema, "MIGRATIONS", pg_schema.MIGRATIONS[:5])
+    old = pg_cluster.prepare(pg_database.superuser_url)
+    monkeypatch.undo()
+    ats = ["2026-10-20 09:00+00", "2026-10-20 11:00+00", "2026-10-20 10:00+00"]
+    with psycopg.connect(old.app_url, autocommit=True) as conn:
+        for owner in ("u-a", "u-b"):
+            with conn.transaction():
+                conn.execute("SELECT set_config('app.user_id', %s, true)", (owner,))
+                conn.execute("INSERT INTO ireneo.sessions VALUES (%s, 's', 'r')", (owner,))
+                conn.execute(
+                    "INSERT INTO ireneo.turns (user_id, id, session_id, turn_uuid, seq, ts, "
+                    "role, harness, blocks, content_hash) OVERRIDING SYSTEM VALUE "
+                    "VALUES (%s, 7, 's', 'u', 0, now(), 'user', 'test', '[]', 'h')",
+                    (owner,),
+                )
+                for at in ats:
+                    conn.execute("INSERT INTO ireneo.returned VALUES (%s, 7, %s)", (owner, at))
+    assert pg_schema.upgrade(old.owner_url, "ireneo_app") == [6]
+    with psycopg.connect(old.app_url, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM ireneo.returned").fetchone() == (0,)
+        for owner in ("u-a", "u-b"):
+            with conn.transaction():
+                conn.execute("SELECT set_config('app.user_id', %s, true)", (owner,))
+                rows = conn.execute("SELECT user_id, turn_id, at FROM ireneo.returned").fetchall()
+            assert rows == [(owner, 7, datetime(2026, 10, 20, 11, 0, tzinfo=UTC))]
 
 
 def test_turn_windows_read_conversations_whose_ids_quote_and_escape(pg_pool, tmp_path):

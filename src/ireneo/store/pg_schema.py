@@ -312,6 +312,27 @@ MIGRATIONS: list[str] = [
         REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION passages_unsaved();
     """
     + _policies("saved_copies"),
+    # 6: one record of being returned a turn, the latest (as the embedded store's migration 9):
+    # a recall writes ~20 records, so a busy user's rows grew by thousands an hour, each with
+    # two index entries, where there is now at most one row a turn shown within the window.
+    # The old table's policy is lifted for the copy (its owner reads every user's rows).
+    """
+    CREATE TABLE returned_latest (
+        user_id text NOT NULL,
+        turn_id bigint NOT NULL,
+        at timestamptz NOT NULL,
+        PRIMARY KEY (user_id, turn_id),
+        FOREIGN KEY (user_id, turn_id) REFERENCES turns (user_id, id) ON DELETE CASCADE
+    );
+    ALTER TABLE returned NO FORCE ROW LEVEL SECURITY;
+    INSERT INTO returned_latest
+        SELECT user_id, turn_id, max(at) FROM returned GROUP BY user_id, turn_id;
+    DROP TABLE returned;
+    ALTER TABLE returned_latest RENAME TO returned;
+    ALTER INDEX returned_latest_pkey RENAME TO returned_pkey;
+    CREATE INDEX returned_at ON returned (user_id, at);
+    """
+    + _policies("returned"),
 ]
 
 

@@ -845,11 +845,14 @@ class PostgresStore(Store[psycopg.Cursor]):
         if turns:
             # arrays, not JSON: their length is the planner's estimate, so it looks each turn
             # up (json_to_recordset's 100 rows made it hash all of a user's turns)
+            # each turn's record updated to its latest return (DISTINCT: an upsert may not
+            # touch one row twice)
             writes.append(
-                "INSERT INTO returned (user_id, turn_id, at) SELECT %s, t.id, %s "
+                "INSERT INTO returned AS r (user_id, turn_id, at) SELECT DISTINCT %s, t.id, %s "
                 "FROM unnest(%s::text[], %s::int[]) AS k(session_id, seq) "
                 "JOIN turns t ON t.user_id = %s AND t.session_id = k.session_id "
-                "AND t.seq = k.seq"
+                "AND t.seq = k.seq "
+                "ON CONFLICT (user_id, turn_id) DO UPDATE SET at = greatest(r.at, excluded.at)"
             )
             params += [self.user, now, [s for s, _ in turns], [q for _, q in turns], self.user]
         conn = self._pool.getconn()
