@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -119,6 +120,27 @@ def test_a_new_memory_counts_the_pages_its_write_ahead_log_holds(tmp_path):
         assert wal > PAGE_CACHE_BYTES  # the cache is full of them
         assert memory.store.resident_bytes() >= OPEN_BYTES + PAGE_CACHE_BYTES
     finally:
+        memory.close()
+
+
+def test_a_memory_whose_file_fills_the_cache_is_not_measured_again(tmp_path, monkeypatch):
+    """The registry asks after every lease; a file never shrinks, so once it holds the page
+    cache's limit no stat is made again (each gave the interpreter's lock away under load)."""
+    with Memory(tmp_path / "m") as memory:
+        memory.store_turns(_turns(600))
+    memory = Memory(tmp_path / "m")  # closing checkpointed the log into the file
+    try:
+        assert (tmp_path / "m" / "memory.db").stat().st_size >= PAGE_CACHE_BYTES
+        counted = memory.store.resident_bytes()
+        assert counted >= OPEN_BYTES + PAGE_CACHE_BYTES
+
+        def no_stat(self, **kwargs):
+            raise AssertionError(f"stat of {self}")
+
+        monkeypatch.setattr(Path, "stat", no_stat)
+        assert memory.store.resident_bytes() == counted
+    finally:
+        monkeypatch.undo()
         memory.close()
 
 

@@ -312,6 +312,7 @@ class SQLiteStore(Store[sqlite3.Connection]):
         # then, counters), each thread's for the layout, the last read's for the vectors
         self._counted = threading.local()
         self._vectors_counted: tuple[float, int, tuple[int, int]] | None = None
+        self._cache_full = False  # the file has reached PAGE_CACHE_BYTES (_page_cache_bytes)
 
     def __str__(self) -> str:
         return str(self.path)
@@ -320,11 +321,21 @@ class SQLiteStore(Store[sqlite3.Connection]):
         """Search's copies, SQLite's page cache (as large as the file, or as its write-ahead
         log, which holds every page a new memory wrote until it is closed; up to its limit) and
         what an open connection holds besides."""
+        return super().resident_bytes() + self._page_cache_bytes() + OPEN_BYTES
+
+    def _page_cache_bytes(self) -> int:
+        # The file never shrinks (nothing here vacuums it): once it holds the cache's limit, the
+        # cache may too, and no stat is needed again. The server asks after every lease, and
+        # each stat gives the interpreter's lock away under load (docs/reliability.md).
+        if self._cache_full:
+            return PAGE_CACHE_BYTES
         size = 0
         for path in (self.path, self.path.with_name(self.path.name + "-wal")):
             with contextlib.suppress(OSError):
                 size = max(size, path.stat().st_size)
-        return super().resident_bytes() + min(size, PAGE_CACHE_BYTES) + OPEN_BYTES
+                if path == self.path and size >= PAGE_CACHE_BYTES:
+                    self._cache_full = True
+        return min(size, PAGE_CACHE_BYTES)
 
     # -- plumbing ---------------------------------------------------------------------------
     def _migrate(self) -> None:
