@@ -70,7 +70,7 @@ from pathlib import Path
 import httpx2
 import numpy as np
 
-from ireneo.benchmark.clients import CLIENTS, client_class
+from ireneo.benchmark.clients import CLIENTS, client_class, described
 from ireneo.benchmark.generate import generate
 from ireneo.benchmark.server_process import INGEST_KEY, ServerProcess, process_tree
 from ireneo.benchmark.traffic import Conversation, marker, turn_text, user_name
@@ -105,7 +105,7 @@ class Config:
     late_size: int = 300  # their conversations
     label: str = ""
     server_env: dict[str, str] = field(default_factory=dict)
-    client: str = "fastmcp"  # or "raw": RawClient
+    client: str = "fastmcp"  # the MCP client, by name (ireneo.benchmark.clients)
 
 
 # -- the users ------------------------------------------------------------------------------
@@ -1133,6 +1133,7 @@ def markdown(r: dict) -> str:
     rec, srv, fr, d = r["recall"], r["server"], r["freshness"], r["disk"]
     store = "PostgreSQL" if c["store"] == "postgres" else "SQLite"
     servers = len(r["rss_peak_mb"])
+    client = described(c.get("client", "fastmcp"))
     lines = [
         f"# {r['label']}: {c['users']} users on {store} ({servers} server"
         f"{'s' if servers > 1 else ''}{_workers(c)})",
@@ -1140,7 +1141,7 @@ def markdown(r: dict) -> str:
         f"{r['conversations']} conversations ({r['turns']} turns): users of {c['small_min']}-"
         f"{c['small_max']} conversations (log-uniform) and {r['big_users']} of {c['big_size']}; "
         f"posted by {c['posters']} posters in {r['posted_s']} s, indexed {r['indexed_s']} s after "
-        f"the first post. Then {c['clients']} MCP clients ({_client(c)}) for {c['seconds']:.0f} s"
+        f"the first post. Then {c['clients']} MCP clients ({client}) for {c['seconds']:.0f} s"
         f"{_paced(c)}, users by Zipf "
         f"(s = {c['zipf']}), while a gateway posts {c['ingest_rate']}/s. Model: "
         f"{c['model'] or 'the default'}. {r['cpus']} cores shared with the clients (load "
@@ -1217,12 +1218,6 @@ def markdown(r: dict) -> str:
     if r["error_examples"]:
         lines += ["Errors (first few):", "", *[f"- `{e}`" for e in r["error_examples"][:5]], ""]
     return "\n".join(lines)
-
-
-def _client(c: dict) -> str:
-    if c.get("client") == "raw":
-        return "raw JSON-RPC posts, protocol 2025-06-18"
-    return "fastmcp.Client"
 
 
 def _paced(c: dict) -> str:

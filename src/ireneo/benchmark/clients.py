@@ -80,6 +80,11 @@ class RawClient:
         return Result(blocks, bool(result.get("isError")))
 
 
+def described(name: str) -> str:
+    """How a report names the client `--client NAME` picked."""
+    return "raw JSON-RPC posts, protocol 2025-06-18" if name == "raw" else "fastmcp.Client"
+
+
 def client_class(name: str) -> type:
     """The client class `--client NAME` names: "fastmcp" or "raw"."""
     if name == "raw":

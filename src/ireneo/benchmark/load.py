@@ -34,7 +34,7 @@ from pathlib import Path
 import httpx2
 import numpy as np
 
-from ireneo.benchmark.clients import CLIENTS, client_class
+from ireneo.benchmark.clients import CLIENTS, client_class, described
 from ireneo.benchmark.server_process import INGEST_KEY, ServerProcess
 from ireneo.benchmark.traffic import (
     KINDS,
@@ -398,24 +398,19 @@ def rss_figures(series: list[tuple[float, float]]) -> dict[str, float]:
     }
 
 
-def _client(config: dict) -> str:
-    if config.get("client") == "raw":
-        return "raw JSON-RPC posts"
-    return "fastmcp.Client"
-
-
 def save(report: LoadReport, out: Path) -> Path:
     """latest.json, latest.md and load.png in `out`; returns the markdown's path."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "latest.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
     plot(report, out / "load.png")
     c = report.config
+    client = described(c.get("client", "fastmcp"))
     lines = [
         "# Load: concurrent ingest and recall against one server",
         "",
         f"{c['clients']} clients over {c['users']} users for {report.seconds:.0f} s on "
         f"127.0.0.1, {c['ingest_share']:.0%} ingest posts, the rest `recall_my_conversations` "
-        f"over MCP ({_client(c)}), and {c.get('posters', 0)} clients only posting; each user "
+        f"over MCP ({client}), and {c.get('posters', 0)} clients only posting; each user "
         f"started with {c.get('conversations', 0)} conversations; "
         f"store: {'PostgreSQL' if c['database_url'] else 'SQLite (embedded)'}; "
         f"server processes: {c.get('workers', 1)}. "
