@@ -12,7 +12,7 @@ before it. Each round, every variant in turn (the order rotated each round) take
 clients making `--calls` calls of `recall_my_conversations` each, of every kind: "path", users
 without a memory (all of the MCP path, no search); "recall", users with one of 20 generated
 conversations (the whole recall); both through fastmcp.Client (one session each, the 2026
-protocol), and again as raw JSON-RPC posts naming protocol 2025-06-18 ("path-2025",
+protocol), and again as raw JSON-RPC posts naming protocol 2025-06-18 (RawClient; "path-2025",
 "recall-2025": what most agents' clients send); and "health", plain GET /health (HTTP and the
 middleware, no MCP). The server's CPU (user and system, from /proc) over those calls, per call,
 and its event loop's thread's alone ("loop"); prints each variant's median over the rounds and
@@ -38,6 +38,7 @@ from pathlib import Path
 import httpx2
 
 from ireneo import Memory
+from ireneo.benchmark.clients import RawClient
 from ireneo.benchmark.generate import generate, write_funes_jsonl
 from ireneo.benchmark.server_process import ServerProcess
 from ireneo.server.memories import user_key
@@ -45,7 +46,6 @@ from ireneo.server.memories import user_key
 VARIANTS = {"h11": ("h11", "asyncio"), "httptools": ("httptools", "asyncio")}
 VARIANTS |= {"httptools+uvloop": ("httptools", "uvloop"), "h11+uvloop": ("h11", "uvloop")}
 VARIANTS |= {"baseline": ("httptools", "uvloop")}  # another tree's code (--baseline)
-RAW_VERSION = "2025-06-18"  # the protocol version the raw JSON-RPC kinds name
 MEMORIES = 10  # users with a memory, each of 20 generated conversations
 
 
@@ -117,26 +117,19 @@ async def raw_calls(
     saw it, over `clients` clients posting `n` raw JSON-RPC calls each (no session: the server is
     stateless), `gap` seconds apart."""
     names = list(users)
-    headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": RAW_VERSION}
     took: list[float] = []
 
     async def client(i: int, opened: asyncio.Barrier, done: asyncio.Barrier) -> None:
         user = names[i % len(names)]
         questions = itertools.cycle(users[user] or [f"what did we say about item {i}"])
-        auth = {"authorization": f"Bearer {spec.token(user)}"}
-        async with httpx2.AsyncClient(headers=headers | auth, timeout=60) as session:
+        async with RawClient(f"{spec.url}/mcp", spec.token(user)) as session:
             await opened.wait()
-            for k in range(n):
-                params = {
-                    "name": "recall_my_conversations",
-                    "arguments": {"query": next(questions)},
-                }
-                call = {"jsonrpc": "2.0", "id": k, "method": "tools/call", "params": params}
+            for _ in range(n):
+                query = {"query": next(questions)}
                 began = time.perf_counter()
-                answer = await session.post(f"{spec.url}/mcp", json=call)
+                answer = await session.call_tool("recall_my_conversations", query)
                 took.append(time.perf_counter() - began)
-                assert answer.status_code == 200, answer.text
-                assert not answer.json()["result"]["isError"], answer.text
+                assert not answer.is_error, answer.content
                 await asyncio.sleep(gap)
             await done.wait()
 
