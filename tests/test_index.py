@@ -4,6 +4,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 
 import pytest
 
@@ -87,6 +88,62 @@ def test_pending_passages_resume_after_the_last_id_got(memory, tmp_path):
     assert memory.store.pending_passages(10) == [pending[0], pending[2]]
     assert memory.store.pending_passages(1, after=first) == [pending[2]]
     assert memory.store.pending_passages(10, after=third) == []
+
+
+def test_pending_counts_and_reads_agree_with_a_join_through_every_write(tmp_path):
+    """SQLite's count_pending reads the triggers' counters and its pending_passages may start
+    after the newest vector: both must give what a join over every passage gives, whatever was
+    embedded, forgotten or dropped in between."""
+    with Memory(tmp_path / "home") as memory:
+        _pending_agree(memory, tmp_path)
+
+
+def _pending_agree(memory: Memory, tmp_path) -> None:
+    store = memory.store
+
+    def joined() -> list[tuple[int, str]]:
+        return store._db.execute(
+            "SELECT p.id, p.text FROM passages p LEFT JOIN vectors v ON v.passage_id = p.id "
+            "WHERE v.passage_id IS NULL ORDER BY p.id"
+        ).fetchall()
+
+    def agree() -> list[tuple[int, str]]:
+        expected = joined()
+        assert store.count_pending() == len(expected)
+        assert store.pending_passages(100) == expected
+        assert store.pending_passages(2) == expected[:2]
+        return expected
+
+    for name in ("c1", "c2", "c3"):
+        conversation(tmp_path / "src", name, [f"{name} first turn", f"{name} second turn"])
+    index_files(store, memory.embedder.split, find_files([tmp_path / "src"]))
+    ids = [pid for pid, _ in agree()]
+    assert len(ids) == 6
+
+    def embed(pids: list[int]) -> None:
+        store.put_vectors(pids, memory.embedder.embed_passages(["a turn"] * len(pids)))
+
+    embed(ids[:2])  # the oldest: what is pending is all newer than the newest vector
+    assert [pid for pid, _ in agree()] == ids[2:]
+    embed([ids[4]])  # one in the middle: ids[2], ids[3] are older than it
+    assert [pid for pid, _ in agree()] == [ids[2], ids[3], ids[5]]
+    now = datetime.now(UTC)
+    store.forget_conversation("c3", actor="test", now=now)  # ids[4] (a vector) and ids[5]
+    assert [pid for pid, _ in agree()] == [ids[2], ids[3]]
+    embed([ids[2], ids[3]])
+    assert agree() == []
+    conversation(tmp_path / "more", "c4", ["c4 first turn"])
+    index_files(store, memory.embedder.split, find_files([tmp_path / "more"]))
+    assert len(agree()) == 1  # a new passage, stored after the deletion
+    embed([pid for pid, _ in agree()])
+    # c1 sent again with new words: its embedded passages go (their vectors by cascade)
+    conversation(tmp_path / "src", "c1", ["c1 first turn, edited", "c1 second turn, edited"])
+    index_files(store, memory.embedder.split, find_files([tmp_path / "src"]))
+    assert [text for _, text in agree()] == ["c1 first turn, edited", "c1 second turn, edited"]
+    store.drop_vectors()
+    assert len(agree()) == 5
+    assert embed_pending(store, memory.embedder) == 5
+    assert agree() == []
 
 
 def test_document_frequencies_follow_every_write(memory, tmp_path):

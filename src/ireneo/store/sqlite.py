@@ -485,6 +485,13 @@ class SQLiteStore(Store[sqlite3.Connection]):
 
     def pending_passages(self, limit: int, after: int = 0) -> list[tuple[int, str]]:
         with self._lock:
+            # Passages are embedded in id order, so those without a vector are usually all
+            # newer than the newest vector: then the search starts there instead of passing
+            # every embedded passage, once for each index run a post starts (docs/scaling.md).
+            # One statement, so one snapshot; when some are older, every passage is looked at.
+            pending, newest, newer = self._db.execute(_PENDING_SHAPE).fetchone()
+            if newer == pending:
+                after = max(after, newest)
             return self._db.execute(
                 "SELECT p.id, p.text FROM passages p LEFT JOIN vectors v ON v.passage_id = p.id "
                 "WHERE p.id > ? AND v.passage_id IS NULL ORDER BY p.id LIMIT ?",
@@ -492,11 +499,10 @@ class SQLiteStore(Store[sqlite3.Connection]):
             ).fetchall()
 
     def count_pending(self) -> int:
+        """From the counters the triggers keep (as `pending_in`), not by a join over every
+        passage: an index run asks it each time, and a join costs what the memory holds."""
         with self._lock:
-            return self._db.execute(
-                "SELECT count(*) FROM passages p LEFT JOIN vectors v ON v.passage_id = p.id "
-                "WHERE v.passage_id IS NULL"
-            ).fetchone()[0]
+            return int(self._db.execute(_PENDING).fetchone()[0])
 
     def put_vectors(self, passage_ids: list[int], vectors: np.ndarray) -> None:
         blobs = np.ascontiguousarray(vectors, dtype="<f4")
@@ -1009,6 +1015,18 @@ class SQLiteStore(Store[sqlite3.Connection]):
             ).rowcount
 
 
+# How many passages have no vector: the triggers count both tables (a vector's passage always
+# exists: foreign keys are on, and deleting a passage deletes its vector).
+_PENDING = "SELECT passages - vectors FROM corpus"
+# With it, the newest passage that has a vector and how many passages are newer than it: when
+# these are the pending ones, none is older.
+_PENDING_SHAPE = (
+    "SELECT c.passages - c.vectors, n.newest, "
+    "(SELECT count(*) FROM passages WHERE id > n.newest) "
+    "FROM corpus c, (SELECT coalesce(max(passage_id), 0) AS newest FROM vectors) n"
+)
+
+
 def pending_in(home: Path) -> int:
     """How many passages of the memory in `home` have no vector yet (0 when it has no file),
     from the counters the triggers keep: one read-only query, without opening the memory (no
@@ -1019,7 +1037,7 @@ def pending_in(home: Path) -> int:
         return 0
     with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as db:
         db.execute("PRAGMA busy_timeout=10000")
-        row = db.execute("SELECT passages - vectors FROM corpus").fetchone()
+        row = db.execute(_PENDING).fetchone()
     return int(row[0]) if row else 0
 
 
