@@ -80,6 +80,20 @@ def test_cosines_of_a_query_are_what_its_search_computed() -> None:
     assert np.abs(before - rows @ query).max() < 0.01
 
 
+def test_the_median_cosine_is_the_same_before_and_after_a_search() -> None:
+    """After a search the median is read from its cosines by position, without looking the
+    sample's ids up: the same float to the bit as computed from the codes."""
+    for n in (3, 5000, 9000):  # samples of every vector, every vector, every second one
+        rows = unit_rows(n, seed=n)
+        index = VectorIndex().extended(enumerate(rows, 1))
+        for query in rows[:3]:
+            before = index.median_cosine(query)  # no search of this query kept
+            sample = index.ids[:: max(1, n // 4096)]
+            assert before == float(np.median(index.cosines_of(query, sample)))
+            index.nearest(query, 10)
+            assert index.median_cosine(query) == before
+
+
 def test_the_search_graph_is_built_once_into_the_model_cache(tmp_path, monkeypatch) -> None:
     """A fresh process then loads it without importing onnx (~45 ms of its first recall)."""
     import onnxruntime as ort
