@@ -144,9 +144,9 @@ class VectorIndex:
         if len(self.ids) == 0:
             return math.nan
         step = max(1, len(self.ids) // 4096)
-        last = self._last_scan  # read once: a search on another thread may replace it
-        if last is not None and last[0] == query.tobytes():  # the sample's cosines, by position
-            return float(np.median(last[1][::step].astype(np.float64)))  # as cosines_of gives
+        kept = self._kept(query)
+        if kept is not None:  # the sample's cosines by position, in float64 as cosines_of gives
+            return float(np.median(kept[::step].astype(np.float64)))
         return float(np.median(self.cosines_of(query, self.ids[::step])))
 
     def cosines_of(self, query: np.ndarray, passage_ids: np.ndarray) -> np.ndarray:
@@ -159,9 +159,9 @@ class VectorIndex:
         positions = np.minimum(np.searchsorted(self.ids, wanted), len(self.ids) - 1)
         held = self.ids[positions] == wanted
         positions = positions[held]
-        last = self._last_scan  # read once: a search on another thread may replace it
-        if last is not None and last[0] == query.tobytes():
-            cosines[held] = last[1][positions]
+        kept = self._kept(query)
+        if kept is not None:
+            cosines[held] = kept[positions]
             return cosines
         codes, scale = _quantize(query[None, :])
         # the graph's steps in its order, so both ways give the same float32 to the bit
@@ -170,6 +170,11 @@ class VectorIndex:
         )
         cosines[held] = products.astype(np.float32) * self._scales[positions] * scale[0]
         return cosines
+
+    def _kept(self, query: np.ndarray) -> np.ndarray | None:
+        """Every vector's cosine with `query`, by position, when the last search was for it."""
+        last = self._last_scan  # read once: a search on another thread may replace it
+        return last[1] if last is not None and last[0] == query.tobytes() else None
 
 
 def _quantize(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
