@@ -24,6 +24,20 @@ def test_a_short_load_run_has_no_errors_and_loses_nothing(tmp_path):
     assert (out / "load.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_a_paced_load_run_starts_about_its_rate_spread_over_the_run(tmp_path):
+    """With a rate, the clients start ~rate x seconds operations at random times (Poisson: 80
+    expected here, sd ~9), not as many as the server answers back to back (hundreds)."""
+    config = LoadConfig(clients=4, users=2, seconds=8, ingest_share=0.5, rate=10)
+    report = LoadRun(config, tmp_path / "work").run()
+    assert report.total_errors == 0, report.error_examples
+    assert report.acked_turns_missing == 0
+    started = sorted(s.at for s in report.samples)
+    assert 45 <= len(started) <= 120, len(started)
+    assert started[-1] < 8.0
+    assert sum(at >= 6.0 for at in started) >= len(started) / 10  # spread, not bunched up
+    assert "at 10 a second in all" in save(report, tmp_path / "out").read_text()
+
+
 def test_a_short_load_run_on_postgres_has_no_errors_and_loses_nothing(pg_database, tmp_path):
     """The same on PostgreSQL, the agents on the raw client (each recall one JSON-RPC post);
     every acknowledged turn is read back from the database."""

@@ -9,6 +9,14 @@ for, which must come back: a turn is keyword-searchable once stored.
 `conversations`, every user starts with that many conversations of six turns, stored and embedded
 before the server starts (kept in the work directory and reused by the next run there).
 With `workers`, the server is `ireneo serve --workers N` (its RSS and CPU are its processes').
+With `rate`, the clients start that many operations a second in all, at random times (a Poisson
+arrival process, as independent agents call), instead of each calling back to back: back to
+back, 20 clients wait on average 20 / throughput for each answer whatever a call costs (Little's
+law), so only a set rate tells what latency callers see below the server's capacity. A call's
+latency then runs from when it was due, so time spent waiting behind the client's own previous
+call counts; each client's schedule starts after one untimed call, which opens its user's memory
+(back to back, only a client's first call waits for that; at a set rate, every call due
+meanwhile would).
 The server's RSS is sampled all along. At the end the server is stopped and every acknowledged
 turn is looked up in the store.
 
@@ -72,6 +80,7 @@ class LoadConfig:
     workers: int = 1  # server processes (`ireneo serve --workers`)
     env: dict[str, str] = field(default_factory=dict)
     client: str = "fastmcp"  # the agents' MCP client (ireneo.benchmark.clients)
+    rate: float = 0.0  # the clients' operations a second in all, at random times; 0: back to back
 
 
 @dataclass
@@ -182,12 +191,24 @@ class LoadRun:
         rng = random.Random(f"{self.config.seed}/{number}")
         token = self.server.token(user_name(user))
         deadline = self.started + self.config.seconds
+        each = self.config.rate / self.config.clients  # this client's share of the rate
         async with Client(f"{self.server.url}/mcp", auth=token, timeout=60) as mcp:
-            while time.monotonic() < deadline:
+            due = 0.0
+            if each:  # an untimed first call opens the user's memory, then the schedule starts
+                await mcp.call_tool(
+                    "recall_my_conversations", {"query": "warm"}, raise_on_error=False
+                )
+                due = time.monotonic() + rng.expovariate(each)
+            while (now := time.monotonic()) < deadline and due < deadline:
+                if each:
+                    await asyncio.sleep(max(0.0, due - now))
+                started = due if each else None
                 if rng.random() < self.config.ingest_share or not self._has_acked(user):
-                    await self._ingest(http, user)
+                    await self._ingest(http, user, started)
                 else:
-                    await self._recall(mcp, user, rng)
+                    await self._recall(mcp, user, rng, started)
+                if each:
+                    due += rng.expovariate(each)
 
     async def _poster(self, http: httpx2.AsyncClient, number: int) -> None:
         rng = random.Random(f"{self.config.seed}/poster/{number}")
@@ -198,7 +219,10 @@ class LoadRun:
     def _has_acked(self, user: int) -> bool:
         return any(c.acked for c in self.conversations.get(user, []))
 
-    async def _ingest(self, http: httpx2.AsyncClient, user: int) -> None:
+    async def _ingest(
+        self, http: httpx2.AsyncClient, user: int, started: float | None = None
+    ) -> None:
+        """Post a conversation grown by a turn; its latency runs from `started` (now if None)."""
         conversations = self.conversations.setdefault(user, [])
         open_ones = [c for c in conversations if c.turns < TURNS_PER_CONVERSATION]
         if not open_ones or self.rng.random() < 0.1:
@@ -207,7 +231,7 @@ class LoadRun:
             open_ones = [conversations[-1]]
         conversation = self.rng.choice(open_ones)
         body = conversation.grow()
-        started = time.monotonic()
+        started = time.monotonic() if started is None else started
         problem = None
         try:
             response = await http.post("/turns", json=body)
@@ -219,11 +243,13 @@ class LoadRun:
             problem = f"ingest failed: {type(exc).__name__}"
         self._record("ingest", started, problem)
 
-    async def _recall(self, mcp, user: int, rng: random.Random) -> None:
+    async def _recall(
+        self, mcp, user: int, rng: random.Random, started: float | None = None
+    ) -> None:
         acked = [(c, k) for c in self.conversations.get(user, []) for k in range(c.acked)]
         conversation, k = rng.choice(acked)
         wanted = marker(user, conversation.number, k)
-        started = time.monotonic()
+        started = time.monotonic() if started is None else started
         problem = None
         try:
             result = await mcp.call_tool(
@@ -413,8 +439,13 @@ def save(report: LoadReport, out: Path) -> Path:
         f"over MCP ({client}), and {c.get('posters', 0)} clients only posting; each user "
         f"started with {c.get('conversations', 0)} conversations; "
         f"store: {'PostgreSQL' if c['database_url'] else 'SQLite (embedded)'}; "
-        f"server processes: {c.get('workers', 1)}. "
-        f"Clients and server share the machine ({os.cpu_count()} cores, 1-minute load average "
+        f"server processes: {c.get('workers', 1)}; "
+        + (
+            f"the clients' operations started at {c['rate']:g} a second in all, at random times. "
+            if c.get("rate")
+            else "each client calling back to back. "
+        )
+        + f"Clients and server share the machine ({os.cpu_count()} cores, 1-minute load average "
         f"{' then '.join(str(x) for x in report.load_average)} at the start and the end).",
         "",
         "| operation | count | per second | p50 ms | p95 ms | p99 ms | max ms | errors |",
@@ -535,12 +566,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--env", action="append", default=[], help="IRENEO_NAME=VALUE for the server (repeat)"
     )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="the clients' operations a second in all, at random times [0: back to back]",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/results/load"))
     parser.add_argument("--work", type=Path, help="where the server's home goes [a temp dir]")
     args = parser.parse_args(argv)
     env = dict(item.partition("=")[::2] for item in args.env)
     if any(not name.startswith("IRENEO_") or not value for name, value in env.items()):
         parser.error(f"--env {' '.join(args.env)}: give IRENEO_NAME=VALUE")
+    if not 0 <= args.rate < float("inf"):
+        parser.error(f"--rate {args.rate:g}: give operations a second, 0 or more")
     report = run_load(
         LoadConfig(
             clients=args.clients,
@@ -553,6 +592,7 @@ def main(argv: list[str] | None = None) -> int:
             workers=args.workers,
             client=args.client,
             env=env,
+            rate=args.rate,
         ),
         args.out,
         args.work,
