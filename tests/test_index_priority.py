@@ -1,4 +1,5 @@
-"""The indexer's embedding runs at a lower CPU priority than recall, and still completes.
+"""The indexer's embedding and the posts' storing run at a lower CPU priority than recall, and
+still complete.
 
 Real Indexer, real memories, the packaged default model: the threads that did the inference
 are found by their CPU time in /proc/self/task/<tid>/stat, and their nice read from there.
@@ -7,6 +8,7 @@ are found by their CPU time in /proc/self/task/<tid>/stat, and their nice read f
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import threading
@@ -17,9 +19,11 @@ import pytest
 from ireneo.config import Settings, SettingsError
 from ireneo.memory import Memory
 from ireneo.server.indexer import Indexer
+from ireneo.server.ingest import IngestRoute
 from ireneo.server.memories import OpenMemories, user_key
 from ireneo.store.sqlite import pending_in
 from ireneo.workers import lower_priority, pool
+from tests.conftest_server import conversation
 from tests.test_indexer import turns
 
 linux = pytest.mark.skipif(sys.platform != "linux", reason="per-thread nice is Linux's")
@@ -95,6 +99,40 @@ def test_a_pool_without_nice_keeps_the_priority_it_had():
     assert lowered.result(30) == min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + 3)
 
 
+@linux
+def test_posts_are_stored_on_lowered_threads(tmp_path):
+    """`POST /turns`'s store runs `nice` steps below the server, and stores: a recall keeps the
+    cores first while the gateway posts (docs/reliability.md)."""
+    registry = OpenMemories(tmp_path / "users", capacity=8)
+    seen: list[int] = []
+
+    class Seen(IngestRoute):
+        def _store(self, key, turns):
+            seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+            return super()._store(key, turns)
+
+    body = json.dumps(conversation("lowered", ["A post stored below recall."], user="erin"))
+
+    async def scenario():
+        indexer = Indexer(registry, debounce=60)  # nothing indexed meanwhile
+        route = Seen(
+            registry=registry, indexer=indexer, ingest_key=None, max_body_bytes=1 << 20, nice=4
+        )
+        try:
+            return await route._admitted(body.encode())
+        finally:
+            await indexer.stop()
+
+    try:
+        response, fields = asyncio.run(scenario())
+    finally:
+        registry.close_all()
+    assert response.status_code == 202 and fields["added"] == 1, fields
+    assert seen == [min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + 4)]
+    with Memory(tmp_path / "users" / user_key("erin")) as memory:
+        assert [t.text for t in memory.get("lowered")] == ["A post stored below recall."]
+
+
 @pytest.mark.skipif(not hasattr(os, "getpriority"), reason="no nice here")
 def test_lower_priority_changes_nothing_for_nothing_asked():
     before = os.getpriority(os.PRIO_PROCESS, 0)
@@ -102,10 +140,12 @@ def test_lower_priority_changes_nothing_for_nothing_asked():
     assert os.getpriority(os.PRIO_PROCESS, 0) == before
 
 
-def test_the_setting_has_a_default_and_refuses_what_is_not_a_nice():
-    assert Settings().index_nice == 10
-    assert Settings.from_env({"IRENEO_INDEX_NICE": "0"}).index_nice == 0
-    assert Settings.from_env({"IRENEO_INDEX_NICE": "10"}).index_nice == 10
+@pytest.mark.parametrize("name", ["index_nice", "ingest_nice"])
+def test_the_settings_have_a_default_and_refuse_what_is_not_a_nice(name):
+    variable = f"IRENEO_{name.upper()}"
+    assert getattr(Settings(), name) == 10
+    assert getattr(Settings.from_env({variable: "0"}), name) == 0
+    assert getattr(Settings.from_env({variable: "19"}), name) == 19
     for wrong in ("20", "-1", "low", "10.5"):
-        with pytest.raises(SettingsError, match="IRENEO_INDEX_NICE"):
-            Settings.from_env({"IRENEO_INDEX_NICE": wrong})
+        with pytest.raises(SettingsError, match=variable):
+            Settings.from_env({variable: wrong})

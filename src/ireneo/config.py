@@ -210,6 +210,7 @@ class Settings:
     index_concurrency: int = 1
     index_nice: int = 10  # nice steps the indexer runs below the server (Linux; 0: none)
     ingest_concurrency: int = 4  # stores running at once (worker threads)
+    ingest_nice: int = 10  # nice steps the stores run below the server (Linux; 0: none)
     ingest_queue: int = 64  # ingest requests admitted at once, running or waiting; then 429
     read_timeout: float = 10.0  # seconds to send a request's head, then its body
     # seconds a connection may wait idle for its next request: past the idle expiry of clients'
@@ -411,6 +412,7 @@ def _read(env: _Environment) -> dict[str, object]:
         "index_nice": whole("IRENEO_INDEX_NICE", d.index_nice, least=0, most=19),
         "ingest_concurrency": whole("IRENEO_INGEST_CONCURRENCY", d.ingest_concurrency),
         "ingest_queue": whole("IRENEO_INGEST_QUEUE", d.ingest_queue),
+        "ingest_nice": whole("IRENEO_INGEST_NICE", d.ingest_nice, least=0, most=19),
         "read_timeout": number("IRENEO_READ_TIMEOUT", d.read_timeout),
         "keep_alive": number("IRENEO_KEEP_ALIVE", d.keep_alive, most=3600.0),
         "max_open_memories": whole("IRENEO_MAX_OPEN_MEMORIES", d.max_open_memories),

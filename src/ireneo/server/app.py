@@ -193,6 +193,7 @@ def build_state(settings: Settings, clock: Clock) -> ServerState:
             ingest_key=settings.ingest_key,
             max_body_bytes=limits.max_body_bytes,
             concurrency=settings.ingest_concurrency,
+            nice=settings.ingest_nice,
             queue=settings.ingest_queue,
             read_timeout=limits.read_timeout,
         ),

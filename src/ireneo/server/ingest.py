@@ -6,9 +6,12 @@ The route checks its own credential (FastMCP's bearer auth covers /mcp only): he
 anything, stores the conversation in the user's memory in one call (durable on return), then
 schedules the user's index run and answers 202.
 
-Admission is bounded: at most `concurrency` stores run at once (in worker threads, which recall
-shares), and at most `queue` requests are admitted, running or waiting; past that a request is
-refused at once with 429 and `Retry-After`, and the server answers again as soon as it drains.
+Admission is bounded: at most `concurrency` stores run at once, and at most `queue` requests are
+admitted, running or waiting; past that a request is refused at once with 429 and `Retry-After`,
+and the server answers again as soon as it drains. The stores run on threads of their own,
+`nice` steps below the server's CPU priority (Linux; IRENEO_INGEST_NICE), as the indexer's do:
+an agent waits for its recall while a user talks, the gateway for a finished conversation's 202,
+so recall takes the cores first and posts what it leaves (docs/reliability.md).
 The key is checked before the body is read; a request is admitted only once its whole body
 has arrived, within IRENEO_READ_TIMEOUT (`BodyDeadline`, ireneo.server.deadlines; a late body is
 answered 408), so a client that stalls mid-body costs one connection for that long, never a
@@ -34,6 +37,7 @@ from ireneo.server.indexer import Indexer
 from ireneo.server.logs import log_event
 from ireneo.server.memories import OpenMemories, user_key
 from ireneo.server.returned import RETURNED
+from ireneo.workers import on, pool
 
 log = logging.getLogger("ireneo.server.ingest")
 
@@ -54,6 +58,7 @@ class IngestRoute:
         ingest_key: str | None,
         max_body_bytes: int,
         concurrency: int = 4,
+        nice: int = 0,
         queue: int = 64,
         read_timeout: float = 10.0,
     ):
@@ -64,6 +69,7 @@ class IngestRoute:
         self.read_timeout = read_timeout  # BodyDeadline's, named in the 408
         self.queue = max(queue, concurrency)
         self._slots = asyncio.Semaphore(concurrency)
+        self._threads = pool(f"ingest-{nice}", concurrency, nice=nice)
         self.admitted = 0  # requests past the key check, not yet answered
         self.refused = 0  # requests answered 429 since the server started
 
@@ -113,7 +119,7 @@ class IngestRoute:
         key = user_key(user)
         try:
             async with self._slots:
-                result = await asyncio.to_thread(self._store, key, turns)
+                result = await on(self._threads, self._store, key, turns)
         except Exception as exc:
             status, message, reason = _store_failure(exc)
             log_event(
