@@ -185,32 +185,50 @@ def test_overdue_calls_give_back_at_most_the_total():
 
 
 def test_a_full_queue_refuses_with_busy_and_slots_go_round_in_turn():
+    """b's second call, queued after three of a's, starts as soon as b's first ends: a slot goes
+    to the next user in turn, not to the longest queue. Each call ends when the test says, so
+    the order is the slots' own, never the threads' (one gate for all raced them)."""
+
     async def run() -> None:
         slots = FairSlots(2, per_user=1, waiting=3)
-        gate = threading.Event()
-        order: list[str] = []
+        gates = {name: threading.Event() for name in ("a0", "a1", "a2", "a3", "b0", "b1")}
+        started: list[str] = []
 
         def work(name: str) -> str:
-            gate.wait(30)
-            order.append(name)
+            started.append(name)
+            gates[name].wait(30)
             return name
+
+        async def until_started(name: str) -> None:
+            for _ in range(1000):
+                if name in started:
+                    return
+                await asyncio.sleep(0.01)
+            raise AssertionError(f"{name} never started: {started}")
 
         try:
             a = [
                 asyncio.create_task(slots.run("a", lambda n=n: work(f"a{n}"), 30)) for n in range(4)
             ]
-            await asyncio.sleep(0.05)
+            await until_started("a0")
             with pytest.raises(Busy):
                 await slots.run("a", lambda: "a-extra", 30)
             b = [
                 asyncio.create_task(slots.run("b", lambda n=n: work(f"b{n}"), 30)) for n in range(2)
             ]
-            await asyncio.sleep(0.05)
+            await until_started("b0")
             assert slots.running == 2 and slots.held("a") == 1 and slots.held("b") == 1
+            gates["b0"].set()
+            await until_started("b1")
+            assert started == ["a0", "b0", "b1"]  # a's three waiting calls did not go first
+            gates["a0"].set()
+            await until_started("a1")
+            assert started == ["a0", "b0", "b1", "a1"]
         finally:
-            gate.set()
+            for gate in gates.values():
+                gate.set()
         assert sorted(await asyncio.gather(*a, *b)) == ["a0", "a1", "a2", "a3", "b0", "b1"]
-        assert order.index("b1") < order.index("a3")  # b's second call did not wait for all of a's
+        assert started == ["a0", "b0", "b1", "a1", "a2", "a3"]
         assert slots.busy == 1 and slots.active == 0
 
     asyncio.run(run())
