@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ireneo import Memory
+from ireneo import Memory, echoes
 from ireneo.config import Settings, SettingsError
 from ireneo.echoes import EchoPolicy, overlap, trigrams
 from ireneo.model import Block, Turn
@@ -128,6 +128,61 @@ def test_overlap_is_the_share_of_trigrams_found():
     assert overlap("the pump bearing noise on motor K-2 is logged as ticket MT-4471", sources) == 1
     assert overlap("Done.", sources) == 0  # too short to judge
     assert overlap("a completely different sentence about the weather and the lunch", sources) == 0
+
+
+def test_a_post_reads_only_the_turns_shown_since_the_post_before(memory):
+    """The echo test keeps the shown turns' words between posts (echoes.Shown): a busy user is
+    shown thousands of turns a day, and reading them all again for every post grew with that."""
+    recall_and_answer(memory, FRESH)
+    read = memory._shown.reads
+    assert read == len(memory.store.returned_texts(NOW - timedelta(hours=1))) > 0
+    later = NOW + timedelta(minutes=2)
+    memory.store_turns([turn("next", 1, "assistant", ECHO)], now=later)
+    assert memory._shown.reads == read  # nothing shown since: nothing read
+    assert memory.get("next")[0].echo  # and what was kept told the echo
+    memory.note_returned([("todo", 0)], later)
+    memory.store_turns([turn("next", 2, "assistant", ECHO)], now=later)
+    assert memory._shown.reads == read + 1  # one turn shown since: one read
+
+
+def test_past_keep_chars_nothing_is_kept_and_echoes_are_still_told(memory, monkeypatch):
+    monkeypatch.setattr(echoes, "KEEP_CHARS", 100)
+    recall_and_answer(memory, ECHO)
+    read = memory._shown.reads
+    memory.store_turns([turn("next", 1, "assistant", ECHO)], now=NOW + timedelta(minutes=2))
+    assert memory.get("next")[0].echo
+    assert memory._shown.reads == 2 * read  # read again, all of them
+
+
+def test_what_another_process_forgets_is_no_longer_shown_here(home):
+    """A forget in another process cannot clear this one's kept words: the keys they are kept
+    by (a turn's row id and content hash) drop out, even when the forgotten ids are reused."""
+    since = NOW - timedelta(hours=1)
+    with Memory(home) as memory, Memory(home) as other:
+        first, second = SOURCES["handover"]
+        memory.store_turns([turn("a", 0, "user", first), turn("a", 1, "assistant", second)])
+        memory.note_returned([("a", 0), ("a", 1)], NOW)
+        ids = {turn_id for turn_id, _ in memory.store.returned_keys(since)}
+        assert "marek" in memory._shown.lines(memory.store, since)
+        other.forget("a", now=NOW)
+        other.store_turns([turn("b", seq, "user", t) for seq, t in enumerate(SOURCES["jobs"])])
+        other.note_returned([("b", 0), ("b", 1)], NOW)
+        assert {turn_id for turn_id, _ in memory.store.returned_keys(since)} == ids  # reused
+        shown = memory._shown.lines(memory.store, since)
+        assert "priya" in shown and "marek" not in shown
+        memory.store_turns([turn("todo", 1, "assistant", ECHO)], now=NOW)
+        assert memory.get("todo")[0].echo is False  # MT-4471 was never shown by what is left
+
+
+def test_a_forget_here_drops_every_kept_word(memory):
+    since = NOW - timedelta(hours=1)
+    recall_and_answer(memory, FRESH)
+    memory._shown.lines(memory.store, since)
+    read = memory._shown.reads
+    memory.forget("handover", now=NOW)
+    left = memory.store.returned_texts(since)
+    assert memory._shown.lines(memory.store, since).count("\n") + 1 == len(left) > 0
+    assert memory._shown.reads == read + len(left)  # what is left read again: nothing was kept
 
 
 def test_forgetting_removes_the_returned_records(memory):

@@ -260,7 +260,8 @@ def test_recall_echoes_are_flagged_and_left_out_on_postgres(pg_pool, tmp_path):
             "Noted. MT-4471 must be closed before the N-11 upgrade can be scheduled.",
         ],
     )
-    with Memory(database=pg_pool, user=user()) as memory:
+    name = user()
+    with Memory(database=pg_pool, user=name) as memory:
         memory.index([src])
         hits = memory.recall("MT-4471 N-11", k=2)
         memory.note_returned(returned_turns(hits))
@@ -275,6 +276,13 @@ def test_recall_echoes_are_flagged_and_left_out_on_postgres(pg_pool, tmp_path):
             h.session_id == "todo"
             for h in memory.recall("N-11 upgrade scheduled", k=5, include_echoes=True)
         )
+        # what another replica forgets is no longer shown here (the words kept by echoes.Shown)
+        with Memory(database=pg_pool, user=name) as other:
+            other.forget("handover")
+        memory.store_turns(
+            [Turn("todo", "todo-2", 2, ts, "assistant", "test", (Block("text", echo),))]
+        )
+        assert [t.echo for t in memory.get("todo")] == [True, False]
 
 
 def test_a_turn_returned_again_is_recorded_once_at_its_latest_on_postgres(pg_database, pg_pool):

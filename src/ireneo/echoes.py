@@ -17,10 +17,17 @@ keeps a new fact said in a familiar shape ("Ticket MT-5120 is open for …" afte
 from __future__ import annotations
 
 import re
+import threading
+from datetime import datetime
+from typing import TYPE_CHECKING
 
 from ireneo.config import EchoPolicy as EchoPolicy  # the policy is a setting
 
+if TYPE_CHECKING:
+    from ireneo.store.base import Store
+
 MIN_WORDS = 8  # a short reply ("Done, MT-4471 is closed.") repeats words without being an echo
+KEEP_CHARS = 1_000_000  # Shown keeps no more word lines than this between posts (~1 MB)
 _WORD = re.compile(r"\w+")
 
 
@@ -47,20 +54,14 @@ def numbers(text: str) -> set[str]:
     }
 
 
-def is_echo(text: str, returned: list[str], policy: EchoPolicy) -> bool:
-    """Whether `text` echoes `returned`. The returned turns are searched as one string of their
-    words (one line each), not turned into sets: they are every turn shown to the user within
-    the window, thousands for a busy user, and `text` has only a few trigrams and numbers."""
-    if not policy.enabled or not returned:
+def is_echo(text: str, shown: str, policy: EchoPolicy) -> bool:
+    """Whether `text` echoes the turns whose word lines `shown` holds (`Shown.lines`). They are
+    searched as one string, not turned into sets: every turn shown to the user within the
+    window, thousands for a busy user, and `text` has only a few trigrams and numbers."""
+    if not policy.enabled or not shown:
         return False
-    own_numbers = numbers(text)
-    if own_numbers:  # a number not even inside a returned turn is new: decided without words
-        lowered = "\n".join(source.lower() for source in returned)
-        if any(word not in lowered for word in own_numbers):
-            return False
-    shown = "\n".join(map(_word_line, returned))
-    # a number of `text` is a word of a returned turn, as it is one of that turn's numbers
-    if any(f" {word} " not in shown for word in own_numbers):
+    # a number of `text` is a word of a shown turn, as it is one of that turn's numbers
+    if any(f" {word} " not in shown for word in numbers(text)):
         return False
     own = trigrams(text)  # the share found, as `overlap` counts it
     found = sum(f" {a} {b} {c} " in shown for a, b, c in own)
@@ -68,7 +69,41 @@ def is_echo(text: str, returned: list[str], policy: EchoPolicy) -> bool:
     return share >= policy.overlap
 
 
-def _word_line(text: str) -> str:
+def word_line(text: str) -> str:
     """`text`'s words, lower case, one space around each: a trigram or a number is in `text`
     exactly when " a b c " or " 2026 " is in this line."""
     return f" {' '.join(_WORD.findall(text.lower()))} "
+
+
+class Shown:
+    """The word lines of the turns shown to one user within the window, kept between posts.
+
+    Each test asks the store only which turns were shown (their ids and content hashes) and
+    reads the text of those not read before: reading and parsing every shown turn again for
+    every post grew with the user's recalls that day and held the interpreter's lock from the
+    posts' lowered threads while recall waited (docs/reliability.md). A turn forgotten, changed
+    or past the window drops out by its key at the next test; past KEEP_CHARS nothing is kept.
+    """
+
+    def __init__(self) -> None:
+        self._lines: dict[tuple[int, str], str] = {}
+        self._lock = threading.Lock()
+        self.reads = 0  # turns whose text was read from the store, in all
+
+    def lines(self, store: Store, since: datetime) -> str:
+        """The word lines of the turns shown since `since`, one a line."""
+        with self._lock:
+            keys = store.returned_keys(since)
+            kept = {key: line for key, line in self._lines.items() if key in keys}
+            new = [turn_id for turn_id, digest in keys if (turn_id, digest) not in kept]
+            for turn_id, digest, text in store.turn_texts(new) if new else []:
+                kept[(turn_id, digest)] = word_line(text)
+            self.reads += len(new)
+            shown = "\n".join(kept.values())
+            self._lines = kept if len(shown) <= KEEP_CHARS else {}
+            return shown
+
+    def clear(self) -> None:
+        """Drop every line kept (after a forget: no forgotten text stays in the process)."""
+        with self._lock:
+            self._lines = {}

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from ireneo import index as indexing
 from ireneo import search
 from ireneo.config import Settings
-from ireneo.echoes import is_echo
+from ireneo.echoes import Shown, is_echo
 from ireneo.embed import DEFAULT_MODEL, Embedder, load_embedder
 from ireneo.embed.choose import choose_model
 from ireneo.errors import ModelMismatch, NotFound, UnknownModel
@@ -105,6 +105,7 @@ class Memory:
         self._embedder: Embedder | None = None
         self._embedder_lock = threading.Lock()
         self._refs: dict[str, str] = {}  # conversation_ref's answers, kept (see there)
+        self._shown = Shown()  # what recall showed, read by the echo test of each post
         self.fusion = search.Fusion.for_model(self.model_name)
         # the last stage of every recall (ireneo.rerank): `rerank`, else the settings', else none
         self.rerank = rerank or settings.rerank or None
@@ -232,15 +233,15 @@ class Memory:
         if not self.echo_policy.enabled:
             return None
         since = (now or _now()) - self.echo_policy.window
-        returned: list[str] | None = None
+        shown: str | None = None
 
         def test(turn: Turn) -> bool:
-            nonlocal returned
+            nonlocal shown
             if turn.role != "assistant":
                 return False
-            if returned is None:  # read once, and only when an assistant turn is new
-                returned = self.store.returned_texts(since)
-            return is_echo(turn.text, returned, self.echo_policy)
+            if shown is None:  # read once, and only when an assistant turn is new
+                shown = self._shown.lines(self.store, since)
+            return is_echo(turn.text, shown, self.echo_policy)
 
         return test
 
@@ -341,12 +342,18 @@ class Memory:
     ) -> Forgotten:
         """Forget one conversation: its turns, search entries and vectors, at once."""
         self._refs.clear()
-        return self.store.forget_conversation(session_id, actor=actor, now=now or _now())
+        try:
+            return self.store.forget_conversation(session_id, actor=actor, now=now or _now())
+        finally:
+            self._shown.clear()  # after: a post meanwhile may have read what went
 
     def forget_all(self, *, actor: str = "api", now: datetime | None = None) -> Forgotten:
         """Forget every conversation and explicit memory; the audit log stays."""
         self._refs.clear()
-        return self.store.forget_all(actor=actor, now=now or _now())
+        try:
+            return self.store.forget_all(actor=actor, now=now or _now())
+        finally:
+            self._shown.clear()
 
     def forget_older_than(
         self, days: float, *, actor: str = "api", now: datetime | None = None
@@ -356,7 +363,10 @@ class Memory:
             raise ValueError(f"the age must be more than 0 days, not {days}")
         now = now or _now()
         self._refs.clear()
-        return self.store.forget_before(now - timedelta(days=days), actor=actor, now=now)
+        try:
+            return self.store.forget_before(now - timedelta(days=days), actor=actor, now=now)
+        finally:
+            self._shown.clear()
 
     def audit_log(self) -> list[AuditEntry]:
         """Every forget done in this memory, oldest first (no text, no conversation ids)."""

@@ -480,8 +480,19 @@ class Store(ABC, Generic[Tx]):
         forget records older than `keep_after`."""
 
     @abstractmethod
+    def returned_keys(self, since: datetime) -> set[tuple[int, str]]:
+        """Each turn returned to the user since `since`, once: its row id and content hash
+        (the pair changes when the turn is stored again with other text, or forgotten and its
+        id reused)."""
+
+    @abstractmethod
+    def turn_texts(self, ids: list[int]) -> list[tuple[int, str, str]]:
+        """The row id, content hash and text of each of these turns that exists."""
+
     def returned_texts(self, since: datetime) -> list[str]:
-        """The text of each turn returned to the user since `since`, once each."""
+        """The text of each turn returned to the user since `since`, once each, by row id."""
+        ids = [turn_id for turn_id, _ in self.returned_keys(since)]
+        return [text for _, _, text in sorted(self.turn_texts(ids))]
 
     # -- forgetting ------------------------------------------------------------------------------
     # Each forget removes turns, passages, their full-text entries and vectors (and, for

@@ -832,7 +832,7 @@ class PostgresStore(Store[psycopg.Cursor]):
         # A hint for telling echoes, written after every recall: not waited for on disk, and
         # sent whole in one round trip (BEGIN to COMMIT). Not retried: a connection found dead
         # there may have applied it; the hint is lost, never the answer it followed. Records
-        # past their window are removed once a PRUNE_EVERY (nothing reads them: returned_texts
+        # past their window are removed once a PRUNE_EVERY (nothing reads them: returned_keys
         # asks for the window's), so a recall that showed nothing sends nothing.
         prune = time.monotonic() - self._pruned >= PRUNE_EVERY
         if not turns and not prune:
@@ -869,13 +869,20 @@ class PostgresStore(Store[psycopg.Cursor]):
         finally:
             self._pool.putconn(conn)
 
-    def returned_texts(self, since: datetime) -> list[str]:
+    def returned_keys(self, since: datetime) -> set[tuple[int, str]]:
         rows = self._all(
-            "SELECT blocks FROM turns WHERE user_id = %s AND id IN "
-            "(SELECT turn_id FROM returned WHERE user_id = %s AND at >= %s) ORDER BY id",
-            (self.user, self.user, since),
+            "SELECT t.id, t.content_hash FROM returned r JOIN turns t "
+            "ON t.user_id = r.user_id AND t.id = r.turn_id WHERE r.user_id = %s AND r.at >= %s",
+            (self.user, since),
         )
-        return [turn_text(value) for (value,) in rows]
+        return {(turn_id, digest) for turn_id, digest in rows}
+
+    def turn_texts(self, ids: list[int]) -> list[tuple[int, str, str]]:
+        rows = self._all(
+            "SELECT id, content_hash, blocks FROM turns WHERE user_id = %s AND id = ANY(%s)",
+            (self.user, ids),
+        )
+        return [(turn_id, digest, turn_text(value)) for turn_id, digest, value in rows]
 
     # -- forgetting (the flow is Store's) ----------------------------------------------------------
     # The rows and their index entries go in one transaction; the space they held is reused,

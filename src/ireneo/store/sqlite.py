@@ -734,14 +734,23 @@ class SQLiteStore(Store[sqlite3.Connection]):
             if prune:
                 self._pruned = time.monotonic()
 
-    def returned_texts(self, since: datetime) -> list[str]:
+    def returned_keys(self, since: datetime) -> set[tuple[int, str]]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT blocks FROM turns WHERE id IN "
-                "(SELECT turn_id FROM returned WHERE at >= ?) ORDER BY id",
+                "SELECT t.id, t.content_hash FROM returned r JOIN turns t ON t.id = r.turn_id "
+                "WHERE r.at >= ?",
                 (format_ts(since),),
             ).fetchall()
-        return [turn_text(value) for (value,) in rows]
+        return set(rows)
+
+    def turn_texts(self, ids: list[int]) -> list[tuple[int, str, str]]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, content_hash, blocks FROM turns "
+                "WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(ids),),
+            ).fetchall()
+        return [(turn_id, digest, turn_text(value)) for turn_id, digest, value in rows]
 
     # -- forgetting (the flow is Store's) -------------------------------------------------------
     def _conversation_ids(self, tx: sqlite3.Connection) -> list[str]:
