@@ -140,6 +140,8 @@ def test_a_post_reads_only_the_turns_shown_since_the_post_before(memory):
     memory.store_turns([turn("next", 1, "assistant", ECHO)], now=later)
     assert memory._shown.reads == read  # nothing shown since: nothing read
     assert memory.get("next")[0].echo  # and what was kept told the echo
+    kept = memory._shown.size  # counted in what the server's registry holds open
+    assert kept > 0 and memory.resident_bytes() == memory.store.resident_bytes() + kept
     memory.note_returned([("todo", 0)], later)
     memory.store_turns([turn("next", 2, "assistant", ECHO)], now=later)
     assert memory._shown.reads == read + 1  # one turn shown since: one read
@@ -152,6 +154,7 @@ def test_past_keep_chars_nothing_is_kept_and_echoes_are_still_told(memory, monke
     memory.store_turns([turn("next", 1, "assistant", ECHO)], now=NOW + timedelta(minutes=2))
     assert memory.get("next")[0].echo
     assert memory._shown.reads == 2 * read  # read again, all of them
+    assert memory._shown.size == 0
 
 
 def test_what_another_process_forgets_is_no_longer_shown_here(home):

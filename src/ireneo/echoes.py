@@ -89,6 +89,7 @@ class Shown:
         self._lines: dict[tuple[int, str], str] = {}
         self._lock = threading.Lock()
         self.reads = 0  # turns whose text was read from the store, in all
+        self.size = 0  # the characters kept (the registry counts them: Memory.resident_bytes)
 
     def lines(self, store: Store, since: datetime) -> str:
         """The word lines of the turns shown since `since`, one a line."""
@@ -101,9 +102,10 @@ class Shown:
             self.reads += len(new)
             shown = "\n".join(kept.values())
             self._lines = kept if len(shown) <= KEEP_CHARS else {}
+            self.size = len(shown) if self._lines else 0
             return shown
 
     def clear(self) -> None:
         """Drop every line kept (after a forget: no forgotten text stays in the process)."""
         with self._lock:
-            self._lines = {}
+            self._lines, self.size = {}, 0

@@ -336,6 +336,11 @@ class Memory:
     def status(self) -> Status:
         return self.store.status()
 
+    def resident_bytes(self) -> int:
+        """Roughly the RAM this memory holds: search's copies (Store.resident_bytes) and the
+        shown turns' words kept for the echo test (echoes.Shown)."""
+        return self.store.resident_bytes() + self._shown.size
+
     # -- forgetting: immediate, whole, audited (docs/privacy.md) ------------------------------
     def forget(
         self, session_id: str, *, actor: str = "api", now: datetime | None = None

@@ -4,10 +4,10 @@ A user's memory lives in `<home>/users/<key>`, where `key = sha256(user)[:24]`: 
 name never shows the user id. The registry keeps memories open within two bounds, least recently
 used first out: at most `capacity` of them (and, on SQLite, no more than a third of the file
 descriptors the process may hold: each open file is three), and at most `budget_bytes` of RAM
-by their own estimate (Store.resident_bytes: search's copies and SQLite's page cache), so a
-server holds many small memories or a few large ones. A memory that is evicted while someone
-still uses it is closed when the last lease ends, and a lease on it meanwhile gets the same
-object back, so one directory is never open twice.
+by their own estimate (Memory.resident_bytes: search's copies, SQLite's page cache and the words
+kept for the echo test), so a server holds many small memories or a few large ones. A memory
+that is evicted while someone still uses it is closed when the last lease ends, and a lease on
+it meanwhile gets the same object back, so one directory is never open twice.
 
 A memory is opened outside the registry's lock (one opener per key; the others wait for it): a
 cold open, which may read a database, never holds up the leases of other users. Once it has
@@ -379,8 +379,7 @@ def _identity(path: Path) -> tuple[int, int] | None:
 
 
 def _resident_bytes(memory: Memory) -> int:
-    store = getattr(memory, "store", None)
     try:
-        return int(store.resident_bytes()) if store is not None else 0
+        return int(memory.resident_bytes())
     except Exception:  # noqa: BLE001 - an estimate: a closed or odd store counts nothing
         return 0
