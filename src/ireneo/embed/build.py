@@ -62,8 +62,8 @@ def built(
 def one_builder(folder: Path) -> Iterator[None]:
     """Builds into `folder` one at a time, across processes (flock on the folder itself, so
     nothing is left in the cache): the workers of `ireneo serve --workers 2` starting on a fresh
-    machine each built the same e5 graph at once, ~20 s of CPU and ~1 GB of memory each. Where
-    the folder cannot be opened or locked, builds go side by side, as before."""
+    machine each built the same e5 graph at once, ~20 s of CPU and ~860 MB at its peak each.
+    Where the folder cannot be opened or locked, builds go side by side, as before."""
     try:
         import fcntl
 
