@@ -347,9 +347,12 @@ def test_builders_at_once_build_once(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
     monkeypatch.setenv("IRENEO_MODEL_CACHE", str(tmp_path / "cache"))
     calls, real = [], quantization.quantize_dynamic
-    monkeypatch.setattr(
-        quantization, "quantize_dynamic", lambda *a, **k: (calls.append(1), real(*a, **k))[1]
-    )
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(quantization, "quantize_dynamic", counted)
     start, results = threading.Barrier(2), []
 
     def build_it() -> None:
