@@ -128,6 +128,22 @@ def query_terms(text: str, limit: int = 48, hangul: Hangul = "morphemes") -> lis
     return list(dict.fromkeys(terms(text, hangul)))[:limit]
 
 
+_AROUND_A_WORD = "\"'`“”‘’«»()[]{}<>.,;:!?"
+
+
+def identifiers_only(text: str) -> list[str]:
+    """The joined terms of the identifiers a text is made of ("MT-4471", "mt4471 K-2?" give
+    "mt4471" and "k2"), or none when it holds anything else: a word, a number alone, Hangul.
+    Such a query asks where those strings were written; it has no meaning to embed."""
+    joined = []
+    for token in text.split():
+        match = _IDENTIFIER.fullmatch(token.strip(_AROUND_A_WORD))
+        if match is None:
+            return []
+        joined.append("".join(part for part in match.groups() if part).lower())
+    return joined
+
+
 # A word or a sentence end, for finding names: apostrophes and hyphens stay inside a word.
 _WORD_OR_STOP = re.compile(r"[^\W_](?:[\w'’-]*[^\W_])?|[.!?]")
 _WORDS_AND_GAPS = re.compile(f"({_WORD_OR_STOP.pattern})")  # split: gap, word, gap, …

@@ -3,6 +3,8 @@
 1. Candidates: the passages BM25 ranks best for the query's rarer terms, and for each name it
    mentions (an identifier, "Carrow Depot 8"), and the passages nearest to the query vector
    (exact cosine), all from the store's copies in RAM (store/layout.py, store/vectors.py).
+   A query made only of identifiers the memory holds ("MT-4471") has no meaning to embed:
+   its candidates are the keyword ones alone.
 2. Windows: a hit is shown as a turn with its neighbours (seq ± radius), so that is what gets
    scored. Every turn near a candidate becomes a possible centre; its window's BM25 is computed
    here from the store's term statistics, counting each term the window holds once, and its
@@ -52,7 +54,15 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 from ireneo import periods, relevance
-from ireneo.analyze import Hangul, names, query_terms, runs_of_capitals, terms, written_names
+from ireneo.analyze import (
+    Hangul,
+    identifiers_only,
+    names,
+    query_terms,
+    runs_of_capitals,
+    terms,
+    written_names,
+)
 from ireneo.model import Hit, Turn
 from ireneo.store import Filters, Store, TermStats
 from ireneo.store.base import BM25_K1
@@ -191,13 +201,22 @@ def window_scores(
     content = relevance.content(words, hangul)
     if not content.any():
         return {}  # "what is the", "?!": no content, no search
+    stats = None
+    if embed_query is not None and (joined := identifiers_only(query)):
+        # "MT-4471": where the memory holds every identifier asked, keywords alone answer; the
+        # vector of a string of letters and digits means nothing, and finding its nearest
+        # passages costs most of a recall (docs/ranking.md, "A query made of identifiers")
+        stats = store.term_stats(words)
+        if all(stats.document_frequency.get(term) for term in joined):
+            embed_query = None
     # The query's vector is computed, and the dense candidates found, on another core while
     # the keyword candidates are found and their neighbourhoods counted here (onnxruntime
     # releases the GIL): the embedding takes ~3 ms, this side ~2. In a fresh process the model
     # loads there (~0.1 s) while both copies are read here, so that it then only scans.
     dense = pool("query").submit(_dense_seeds, store, embed_query, query, filters, fusion)
     # the statistics before the copies: PostgreSQL reads the copies' counters with them
-    stats = store.term_stats(words) if words else TermStats(0, 0.0, {})
+    if stats is None:
+        stats = store.term_stats(words) if words else TermStats(0, 0.0, {})
     if embed_query is not None and store.vectors_unread():
         store.vectors()
     layout = store.layout()

@@ -1,0 +1,83 @@
+"""A query made only of identifiers the memory holds is answered by keywords alone: the vector
+of "MT-4471" means nothing, and computing and scanning it cost most of a recall."""
+
+import pytest
+
+from ireneo.analyze import identifiers_only
+from tests.conftest import conversation
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("MT-4471", ["mt4471"]),
+        ("mt4471", ["mt4471"]),
+        ("  MT-4471?  ", ["mt4471"]),
+        ("(MT-4471), «K-2»", ["mt4471", "k2"]),
+        ("MT-4471 pump", []),  # a word: it may mean something
+        ("what about MT-4471", []),
+        ("4471", []),  # a number alone may be a year or an amount
+        ("CH-294의", []),  # Korean attaches a particle: the query holds a word
+        ("", []),
+        ("?!", []),
+    ],
+)
+def test_a_query_made_of_identifiers(query: str, expected: list[str]) -> None:
+    assert identifiers_only(query) == expected
+
+
+@pytest.fixture
+def tickets(memory, tmp_path):
+    """Three conversations about a mixer, one of them naming its ticket."""
+    conversation(
+        tmp_path,
+        "ticket",
+        [
+            "The mixer at the north plant keeps tripping its breaker.",
+            "I opened ticket MT-4471 for the mixer; maintenance comes on Tuesday.",
+            "Thanks, I will tell the night shift.",
+        ],
+    )
+    conversation(
+        tmp_path,
+        "other",
+        [
+            "The mixer in building two is noisy again.",
+            "Ticket MT-5120 covers it, the bearing is due for a change.",
+        ],
+        day="2026-10-02",
+    )
+    conversation(
+        tmp_path, "lunch", ["Where shall we eat today?", "The noodle place."], day="2026-10-03"
+    )
+    memory.index([tmp_path])
+    return memory
+
+
+def embedded_queries(memory) -> list[str]:
+    """Every text the memory embeds as a query from now on (the real model still does it)."""
+    asked: list[str] = []
+    embed = memory._embed_query
+
+    def counted(text: str):
+        asked.append(text)
+        return embed(text)
+
+    memory._embed_query = counted
+    return asked
+
+
+def test_identifiers_the_memory_holds_are_found_without_a_vector(tickets) -> None:
+    asked = embedded_queries(tickets)
+    for query in ("MT-4471", "mt4471", "MT4471?"):
+        hits = tickets.recall(query, k=3)
+        assert hits[0].session_id == "ticket" and "MT-4471" in hits[0].text
+    assert asked == []
+
+
+def test_a_query_with_words_or_an_unknown_identifier_is_embedded(tickets) -> None:
+    asked = embedded_queries(tickets)
+    assert tickets.recall("MT-4471 breaker", k=3)[0].session_id == "ticket"
+    tickets.recall("MT-9999", k=3)  # nowhere in the memory: its meaning side still looks
+    tickets.recall("MT-4471 MT-9999", k=3)  # one of them is not held
+    assert asked == ["MT-4471 breaker", "MT-9999", "MT-4471 MT-9999"]
