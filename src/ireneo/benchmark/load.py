@@ -7,7 +7,8 @@ JSON-RPC posts, ireneo.benchmark.clients) for the marker of a turn it was alread
 for, which must come back: a turn is keyword-searchable once stored.
 `posters` more clients only post, for users taken at random (recall while ingest runs). With
 `conversations`, every user starts with that many conversations of six turns, stored and embedded
-before the server starts (kept in the work directory and reused by the next run there).
+before the server starts (kept in the work directory and reused by the next run there; each run
+there posts conversations numbered after the last run's, so that its posts store new turns).
 With `workers`, the server is `ireneo serve --workers N` (its RSS and CPU are its processes').
 With `rate`, the clients start that many operations a second in all, at random times (a Poisson
 arrival process, as independent agents call), instead of each calling back to back: back to
@@ -63,7 +64,10 @@ HISTORY_TURNS = 6  # turns of each conversation a user starts with
 OPERATIONS = ("ingest", "recall")
 # Every user's text carries their number: a run's markers (CK-<user>…) and the starting
 # history's (BG-<user>-…), so another user's text in an answer is seen.
-USER_MARKS = re.compile(r"\b(?:CK-(\d{3})\d{7}|BG-(\d{3})-\d+)\b")
+USER_MARKS = re.compile(r"\b(?:CK-(\d{3})\d{9}|BG-(\d{3})-\d+)\b")
+# The next run's first conversation number, kept in the work directory: a run on a reused
+# home posts conversations no earlier run posted (the same ones would store nothing new).
+NEXT_CONVERSATION = "next-conversation"
 
 
 @dataclass
@@ -106,6 +110,11 @@ class LoadReport:
     # CPU seconds the server and the clients (this process) used in the timed run: a figure a
     # shared machine disturbs less than latency
     cpu_s: dict[str, float] = field(default_factory=dict)
+    # the share of the machine's CPU time its host gave other guests in the timed run (Linux's
+    # "steal"): a virtual machine whose neighbours are busy is not idle, whatever its load says
+    stolen: float | None = None
+    # wall-clock ms of a fixed piece of work (speed_probe) before and after the run
+    probe_ms: list[float] = field(default_factory=list)
     samples: list[Sample] = field(repr=False, default_factory=list)
     rss_series: list[tuple[float, float]] = field(repr=False, default_factory=list)
 
@@ -138,6 +147,7 @@ class LoadRun:
         self.errors: dict[str, int] = dict.fromkeys(OPERATIONS, 0)
         self.error_examples: list[str] = []
         self.conversations: dict[int, list[Conversation]] = {}
+        self.first_conversation = first_conversation(work)
         self.started = 0.0
         self.stopping = False
 
@@ -148,14 +158,18 @@ class LoadRun:
                 raise ValueError("a starting history is built for the embedded store only")
             build_history(self.work / "home", self.config.users, self.config.conversations)
         self.load_average = [round(os.getloadavg()[0], 1)]
+        self.probe_ms = [speed_probe()]
         self.server.start()
         try:
             asyncio.run(self._run())
+            started = sum(len(v) for v in self.conversations.values())
+            (self.work / NEXT_CONVERSATION).write_text(f"{self.first_conversation + started}\n")
             caught_up = time.monotonic()
             self.server.wait_indexed(timeout=600)
             catch_up = time.monotonic() - caught_up
         finally:
             self.server.stop()
+        self.probe_ms.append(speed_probe())
         missing = self._missing_turns()
         return self._report(missing, catch_up)
 
@@ -171,6 +185,7 @@ class LoadRun:
             self.samples.clear()
             self.started = time.monotonic()
             cpu = (self.server.cpu_seconds(), time.process_time())
+            machine = machine_times()
             sampler = asyncio.create_task(self._sample_rss())
             reporter = asyncio.create_task(self._report_progress())
             await asyncio.gather(
@@ -182,6 +197,7 @@ class LoadRun:
                 "server": round(self.server.cpu_seconds() - cpu[0], 2),
                 "clients": round(time.process_time() - cpu[1], 2),
             }
+            self.stolen = stolen_share(machine, machine_times())
             sampler.cancel()
             reporter.cancel()
 
@@ -226,7 +242,7 @@ class LoadRun:
         conversations = self.conversations.setdefault(user, [])
         open_ones = [c for c in conversations if c.turns < TURNS_PER_CONVERSATION]
         if not open_ones or self.rng.random() < 0.1:
-            number = sum(len(v) for v in self.conversations.values())
+            number = self.first_conversation + sum(len(v) for v in self.conversations.values())
             conversations.append(Conversation(user=user, number=number))
             open_ones = [conversations[-1]]
         conversation = self.rng.choice(open_ones)
@@ -338,9 +354,55 @@ class LoadRun:
             index_catch_up_s=round(catch_up, 1),
             load_average=self.load_average,
             cpu_s=getattr(self, "cpu_s", {}),
+            stolen=getattr(self, "stolen", None),
+            probe_ms=getattr(self, "probe_ms", []),
             samples=self.samples,
             rss_series=self.rss,
         )
+
+
+def first_conversation(work: Path) -> int:
+    """The number of this run's first conversation: where the last run in `work` stopped."""
+    try:
+        return int((work / NEXT_CONVERSATION).read_text())
+    except (OSError, ValueError):
+        return 0
+
+
+def speed_probe(rounds: int = 5) -> float:
+    """Wall-clock ms of a fixed single-threaded piece of work (Python and numpy, as a recall's;
+    the median of `rounds`), taken with the machine otherwise idle: on a virtual machine, a
+    busy host (other guests, a shared core) makes it slower where the load average says
+    nothing. Compare it between runs to know whether their figures can be."""
+    times = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        rng = random.Random(0)
+        counts: dict[str, int] = {}
+        for _ in range(20_000):
+            word = f"{rng.random():.6f}"[2:6]
+            counts[word] = counts.get(word, 0) + 1
+        codes = np.random.default_rng(0).integers(0, 5_000, 200_000)
+        np.unique(codes, return_counts=True)
+        times.append(time.perf_counter() - started)
+    return round(1000 * float(np.median(times)), 1)
+
+
+def machine_times() -> tuple[int, int] | None:
+    """(all, stolen) CPU time of the machine so far, in clock ticks (/proc/stat); None
+    elsewhere than Linux."""
+    try:
+        with open("/proc/stat") as stat:
+            ticks = [int(x) for x in stat.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    return sum(ticks), ticks[7] if len(ticks) > 7 else 0
+
+
+def stolen_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    if before is None or after is None or after[0] <= before[0]:
+        return None
+    return round((after[1] - before[1]) / (after[0] - before[0]), 3)
 
 
 def foreign_marks(text: str, user: int) -> list[str]:
@@ -446,7 +508,12 @@ def save(report: LoadReport, out: Path) -> Path:
             else "each client calling back to back. "
         )
         + f"Clients and server share the machine ({os.cpu_count()} cores, 1-minute load average "
-        f"{' then '.join(str(x) for x in report.load_average)} at the start and the end).",
+        f"{' then '.join(str(x) for x in report.load_average)} at the start and the end"
+        + (
+            f"; {report.stolen:.0%} of its CPU time given to the host's other guests in the run)."
+            if report.stolen is not None
+            else ")."
+        ),
         "",
         "| operation | count | per second | p50 ms | p95 ms | p99 ms | max ms | errors |",
         "|---|---|---|---|---|---|---|---|",
@@ -463,7 +530,9 @@ def save(report: LoadReport, out: Path) -> Path:
         "",
         f"CPU in the timed run: server {cpu.get('server')} s, clients {cpu.get('clients')} s "
         f"({1000 * cpu.get('server', 0) / ops:.1f} and {1000 * cpu.get('clients', 0) / ops:.1f} "
-        "ms per operation).",
+        "ms per operation). The machine's speed: a fixed piece of work (`load.speed_probe`) "
+        f"took {' then '.join(f'{x:g}' for x in report.probe_ms)} ms before and after the run "
+        "(fewer ms, a faster machine).",
         "",
         f"Acknowledged turns: {report.turns_acked}, missing from the store afterwards: "
         f"{report.acked_turns_missing}. Index catch-up after the run: {report.index_catch_up_s} s.",

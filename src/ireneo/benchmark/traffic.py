@@ -35,7 +35,7 @@ def user_name(n: int) -> str:
 
 
 def marker(user: int, conversation: int, turn: int) -> str:
-    return f"CK-{user:03d}{conversation:04d}{turn:03d}"
+    return f"CK-{user:03d}{conversation:06d}{turn:03d}"
 
 
 def turn_text(user: int, conversation: int, turn: int) -> str:
@@ -59,7 +59,7 @@ class Conversation:
 
     @property
     def conversation_id(self) -> str:
-        return f"conv-{self.user:03d}-{self.number:04d}"
+        return f"conv-{self.user:03d}-{self.number:06d}"
 
     def body(self) -> dict:
         start = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(days=self.number)
