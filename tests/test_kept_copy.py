@@ -3,7 +3,9 @@ list as a store holds them: what a count off after a read of the newer rows lead
 
 from __future__ import annotations
 
-from ireneo.store.kept import KeptCopy
+import numpy as np
+
+from ireneo.store.kept import KeptCopy, array_bytes
 
 
 class Rows:
@@ -100,3 +102,34 @@ def test_counters_read_with_the_statistics_never_hide_a_write_of_the_store(home,
         store.term_stats(["pump"])
         memory.store_turns(funes_jsonl.read_file(second))  # written after they were read
         assert len(store.layout()) == 2
+
+
+class Arrays(Rows):
+    """A copy holding its ids as an array, and counting how often its parts were walked."""
+
+    walks = 0
+
+    def __init__(self, ids: tuple[int, ...] = ()):
+        super().__init__(ids)
+        self.array = np.array(ids, dtype=np.int64)
+
+    def __getattribute__(self, name: str):
+        if name == "__dict__":
+            Arrays.walks += 1
+        return super().__getattribute__(name)
+
+
+def test_a_copys_bytes_are_measured_once_per_copy_and_again_after_it_grows():
+    table, kept = Table(), KeptCopy(Arrays)
+    grow = lambda copy: Arrays(table.grow(copy).ids)  # noqa: E731
+    table.rows = {1, 2, 3}
+    kept.current(table.counters, grow)
+    assert kept.nbytes() == array_bytes(kept.state()[0]) == 3 * 8
+    Arrays.walks = 0
+    assert kept.nbytes() == 24 and Arrays.walks == 0  # the server asks after every lease
+    table.rows |= {4, 5}
+    kept.current(table.counters, grow)
+    assert kept.nbytes() == 5 * 8
+    table.rows, table.deletes = {1}, 1  # a deletion: the copy is read again whole
+    kept.current(table.counters, grow)
+    assert kept.nbytes() == 8

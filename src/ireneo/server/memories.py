@@ -253,8 +253,11 @@ class OpenMemories:
     def _acquire(self, key: str, create: bool) -> _Entry | None:
         # a key names rows in the database (any the store holds) or a directory (checked)
         path = self.path(key) if self.database is None else None
+        # outside the lock: a stat gives the interpreter's lock away, and the holder of ours
+        # would then wait for it back while every other lease waited for ours
+        identity = _identity(path) if path is not None else None
         with self._lock:
-            stale = self._drop_stale(key, path)
+            stale = self._drop_stale(key, path, identity)
             entry = self._leased(key)
         if stale is not None:
             self._close(stale)
@@ -290,12 +293,14 @@ class OpenMemories:
             self.trim()
         return entry
 
-    def _drop_stale(self, key: str, path: Path | None) -> _Entry | None:
+    def _drop_stale(
+        self, key: str, path: Path | None, identity: tuple[int, int] | None
+    ) -> _Entry | None:
         """Retire the key's memory if its directory was deleted or made again since it was
-        opened (by another process); returns it when nobody uses it, to close outside the lock.
-        Call under the lock."""
+        opened (by another process), as `identity` (its file's now) tells; returns it when
+        nobody uses it, to close outside the lock. Call under the lock."""
         entry = self._open.get(key) or self._retiring.get(key)
-        if path is None or entry is None or _identity(path) == entry.identity:
+        if path is None or entry is None or identity == entry.identity:
             return None
         if self._open.get(key) is entry:
             del self._open[key]

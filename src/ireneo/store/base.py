@@ -355,7 +355,7 @@ class Store(ABC, Generic[Tx]):
     def resident_bytes(self) -> int:
         """Roughly the RAM this memory holds: the arrays of search's copies (the server bounds
         its open memories by the sum; a memory whose copies are unread holds next to nothing)."""
-        return sum(_array_bytes(kept.state()[0]) for kept in (self._layout, self._vectors_kept))
+        return self._layout.nbytes() + self._vectors_kept.nbytes()
 
     def vectors_unread(self) -> bool:
         """Whether this process has yet to read the vectors' copy: a fresh process's first
@@ -695,22 +695,6 @@ def id_matrix(rows: list[tuple[str, np.ndarray]]) -> tuple[list[str], np.ndarray
     if not rows:
         return [], np.zeros((0, 0), dtype=np.float32)
     return [key for key, _ in rows], np.vstack([vector for _, vector in rows])
-
-
-def _array_bytes(copy: object, depth: int = 2) -> int:
-    """The bytes of the numpy arrays a copy holds (and of the arrays and names its parts hold):
-    an estimate, which leaves out Python's own overheads but for a flat 64 bytes a name."""
-    if isinstance(copy, np.ndarray):
-        return copy.nbytes
-    if depth == 0:
-        return 0
-    if isinstance(copy, tuple):
-        return sum(_array_bytes(part, depth - 1) for part in copy)
-    if isinstance(copy, list):
-        return 64 * len(copy)
-    if not hasattr(copy, "__dict__"):
-        return 0
-    return sum(_array_bytes(part, depth - 1) for part in vars(copy).values())
 
 
 # -- explicit memories: the values a store keeps and answers with ---------------------------------
