@@ -17,13 +17,11 @@ def test_a_short_load_run_has_no_errors_and_loses_nothing(tmp_path):
     assert report.turns_acked >= report.operations["ingest"]["count"] // 2
     assert report.rss["peak_mb"] > 0
     assert 0 <= report.stolen <= 1  # the host's other guests' share, from Linux's /proc/stat
-    assert len(report.probe_ms) == 2 and min(report.probe_ms) > 0  # before and after
 
     out = tmp_path / "out"
     markdown = save(report, out).read_text()
     assert "| recall |" in markdown and "| ingest |" in markdown
     assert "given to the host's other guests in the run" in markdown
-    assert f"took {report.probe_ms[0]:g} then {report.probe_ms[1]:g} ms before" in markdown
     assert json.loads((out / "latest.json").read_text())["total_errors"] == 0
     assert (out / "load.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -113,8 +113,6 @@ class LoadReport:
     # the share of the machine's CPU time its host gave other guests in the timed run (Linux's
     # "steal"): a virtual machine whose neighbours are busy is not idle, whatever its load says
     stolen: float | None = None
-    # wall-clock ms of a fixed piece of work (speed_probe) before and after the run
-    probe_ms: list[float] = field(default_factory=list)
     samples: list[Sample] = field(repr=False, default_factory=list)
     rss_series: list[tuple[float, float]] = field(repr=False, default_factory=list)
 
@@ -158,7 +156,6 @@ class LoadRun:
                 raise ValueError("a starting history is built for the embedded store only")
             build_history(self.work / "home", self.config.users, self.config.conversations)
         self.load_average = [round(os.getloadavg()[0], 1)]
-        self.probe_ms = [speed_probe()]
         self.server.start()
         try:
             asyncio.run(self._run())
@@ -169,7 +166,6 @@ class LoadRun:
             catch_up = time.monotonic() - caught_up
         finally:
             self.server.stop()
-        self.probe_ms.append(speed_probe())
         missing = self._missing_turns()
         return self._report(missing, catch_up)
 
@@ -355,7 +351,6 @@ class LoadRun:
             load_average=self.load_average,
             cpu_s=getattr(self, "cpu_s", {}),
             stolen=getattr(self, "stolen", None),
-            probe_ms=getattr(self, "probe_ms", []),
             samples=self.samples,
             rss_series=self.rss,
         )
@@ -367,25 +362,6 @@ def first_conversation(work: Path) -> int:
         return int((work / NEXT_CONVERSATION).read_text())
     except (OSError, ValueError):
         return 0
-
-
-def speed_probe(rounds: int = 5) -> float:
-    """Wall-clock ms of a fixed single-threaded piece of work (Python and numpy, as a recall's;
-    the median of `rounds`), taken with the machine otherwise idle: on a virtual machine, a
-    busy host (other guests, a shared core) makes it slower where the load average says
-    nothing. Compare it between runs to know whether their figures can be."""
-    times = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        rng = random.Random(0)
-        counts: dict[str, int] = {}
-        for _ in range(20_000):
-            word = f"{rng.random():.6f}"[2:6]
-            counts[word] = counts.get(word, 0) + 1
-        codes = np.random.default_rng(0).integers(0, 5_000, 200_000)
-        np.unique(codes, return_counts=True)
-        times.append(time.perf_counter() - started)
-    return round(1000 * float(np.median(times)), 1)
 
 
 def machine_times() -> tuple[int, int] | None:
@@ -530,9 +506,7 @@ def save(report: LoadReport, out: Path) -> Path:
         "",
         f"CPU in the timed run: server {cpu.get('server')} s, clients {cpu.get('clients')} s "
         f"({1000 * cpu.get('server', 0) / ops:.1f} and {1000 * cpu.get('clients', 0) / ops:.1f} "
-        "ms per operation). The machine's speed: a fixed piece of work (`load.speed_probe`) "
-        f"took {' then '.join(f'{x:g}' for x in report.probe_ms)} ms before and after the run "
-        "(fewer ms, a faster machine).",
+        "ms per operation).",
         "",
         f"Acknowledged turns: {report.turns_acked}, missing from the store afterwards: "
         f"{report.acked_turns_missing}. Index catch-up after the run: {report.index_catch_up_s} s.",

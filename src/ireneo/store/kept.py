@@ -72,7 +72,8 @@ class KeptCopy(Generic[C]):
 
     def nbytes(self) -> int:
         """The bytes of the copy's arrays (`array_bytes`), measured once per copy: the server
-        asks after every lease of a memory, and walking the copy's parts cost ~50 us each time."""
+        asks after every lease of a memory, and walking the copy's parts cost ~50 us each time.
+        What a search caches on a copy later (a few bytes a passage) counts from its next one."""
         with self._lock:
             if self._bytes is None:
                 self._bytes = array_bytes(self._copy)
