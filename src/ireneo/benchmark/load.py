@@ -145,7 +145,7 @@ class LoadRun:
         self.errors: dict[str, int] = dict.fromkeys(OPERATIONS, 0)
         self.error_examples: list[str] = []
         self.conversations: dict[int, list[Conversation]] = {}
-        self.first_conversation = first_conversation(work)
+        self.next_conversation = first_conversation(work)  # the number a new one takes
         self.started = 0.0
         self.stopping = False
 
@@ -159,8 +159,7 @@ class LoadRun:
         self.server.start()
         try:
             asyncio.run(self._run())
-            started = sum(len(v) for v in self.conversations.values())
-            (self.work / NEXT_CONVERSATION).write_text(f"{self.first_conversation + started}\n")
+            (self.work / NEXT_CONVERSATION).write_text(f"{self.next_conversation}\n")
             caught_up = time.monotonic()
             self.server.wait_indexed(timeout=600)
             catch_up = time.monotonic() - caught_up
@@ -238,8 +237,8 @@ class LoadRun:
         conversations = self.conversations.setdefault(user, [])
         open_ones = [c for c in conversations if c.turns < TURNS_PER_CONVERSATION]
         if not open_ones or self.rng.random() < 0.1:
-            number = self.first_conversation + sum(len(v) for v in self.conversations.values())
-            conversations.append(Conversation(user=user, number=number))
+            conversations.append(Conversation(user=user, number=self.next_conversation))
+            self.next_conversation += 1
             open_ones = [conversations[-1]]
         conversation = self.rng.choice(open_ones)
         body = conversation.grow()
