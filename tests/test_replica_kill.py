@@ -53,17 +53,21 @@ def body(user: str, conversation: int, turns: int) -> dict:
     }
 
 
-def index_lock_held(superuser_url: str, user: str) -> bool:
+def index_lock_held(conn: psycopg.Connection, user: str) -> bool:
     """Whether some replica holds the user's index lock (shared_indexer's advisory lock)."""
-    with psycopg.connect(superuser_url, autocommit=True) as conn:
-        key = conn.execute(
-            "SELECT hashtextextended('ireneo-index:' || %s, 0)", (user_key(user),)
-        ).fetchone()[0]  # type: ignore[index]
-        rows = conn.execute(
-            "SELECT classid::bigint, objid::bigint FROM pg_locks "
-            "WHERE locktype = 'advisory' AND granted AND objsubid = 1"
-        ).fetchall()
+    key = conn.execute(
+        "SELECT hashtextextended('ireneo-index:' || %s, 0)", (user_key(user),)
+    ).fetchone()[0]  # type: ignore[index]
+    rows = conn.execute(
+        "SELECT classid::bigint, objid::bigint FROM pg_locks "
+        "WHERE locktype = 'advisory' AND granted AND objsubid = 1"
+    ).fetchall()
     return ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF) in {tuple(r) for r in rows}
+
+
+def index_runs(log: Path) -> list[str]:
+    """The index runs a replica logged, for a failure's message."""
+    return [line for line in log.read_text().splitlines() if '"index_run"' in line][-20:]
 
 
 def queued(superuser_url: str) -> tuple[int, int]:
@@ -208,10 +212,16 @@ def test_a_killed_replica_loses_no_acknowledged_post_and_its_indexing_is_taken_o
                 )
             assert response.status_code == 202
             load.acked[(HEAVY, 0)] = 300
-            deadline = time.monotonic() + 30
-            while not await asyncio.to_thread(index_lock_held, pg_database.superuser_url, HEAVY):
-                assert time.monotonic() < deadline, "the victim never took an index lock"
-                await asyncio.sleep(0.02)
+            deadline = time.monotonic() + 60
+            with psycopg.connect(pg_database.superuser_url, autocommit=True) as conn:
+                while not await asyncio.to_thread(index_lock_held, conn, HEAVY):
+                    assert time.monotonic() < deadline, (
+                        "no replica took the heavy user's index lock",
+                        user_key(HEAVY),
+                        index_runs(tmp_path / "victim.log"),
+                        index_runs(tmp_path / "survivor.log"),
+                    )
+                    await asyncio.sleep(0.02)
             kill["in_flight"] = load.inflight[1]
             kill["clients"] = sum(replica == 1 for replica in load.on.values())
             kill["errors_before"] = len(load.errors)

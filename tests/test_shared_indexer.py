@@ -117,3 +117,35 @@ def test_a_replica_indexes_on_threads_below_the_server(pool, tmp_path):
         registry.close_all()
     assert indexer.failures == {} and pending(pool, key) == 0
     assert seen and set(seen) == {min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + 4)}
+
+
+def test_a_replica_indexes_the_next_due_user_while_another_replica_holds_the_oldest(pool, tmp_path):
+    """The oldest due job is another replica's run: this one, idle, takes the next due user
+    instead of asking again for the one it cannot have."""
+    held, free = user_key("held"), user_key("free")
+    store(pool, held, 4)
+    time.sleep(0.2)
+    store(pool, free, 4)  # queued after the held user's job
+    registry = OpenMemories(tmp_path, database=pool)
+    other_replica = pool.getconn()  # a session of its own holds the held user's lock
+    try:
+        other_replica.execute(
+            "SELECT pg_advisory_lock(hashtextextended('ireneo-index:' || %s, 0))", (held,)
+        )
+
+        async def scenario() -> SharedIndexer:
+            indexer = SharedIndexer(registry, pool, debounce=0.0, poll=0.05)
+            indexer.schedule("")
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not indexer.runs[free]:
+                await asyncio.sleep(0.05)
+            await indexer.stop()
+            return indexer
+
+        indexer = asyncio.run(scenario())
+    finally:
+        registry.close_all()
+        other_replica.execute("SELECT pg_advisory_unlock_all()")
+        pool.putconn(other_replica)
+    assert indexer.runs[free] == 1 and indexer.runs[held] == 0 and indexer.skipped >= 1
+    assert pending(pool, free) == 0 and pending(pool, held) > 0

@@ -5,9 +5,10 @@ row in `index_jobs`, in the same transaction, so no replica can lose the work. E
 polls for rows older than the debounce (and again as soon as one of its runs ends); to run one
 it takes the user's advisory lock with `pg_try_advisory_lock` on a connection it holds for the
 run: two replicas never index one user at once, and the lock of a replica that dies goes with
-its connection, so another replica picks the row up again. After a run the row is deleted if
-its generation is unchanged; a write during the run bumped it, which earns exactly one more run,
-one debounce later.
+its connection, so another replica picks the row up again. A job found held by another replica
+is passed over for a second, so an idle replica takes the next due user instead of waiting
+behind a long run elsewhere. After a run the row is deleted if its generation is unchanged; a
+write during the run bumped it, which earns exactly one more run, one debounce later.
 
 A run takes turns with other users as `Indexer`'s do: once it has embedded for `slice_seconds`
 while the last poll saw other users' jobs due, it stops after its current (committed) batch,
@@ -39,8 +40,10 @@ log = logging.getLogger("ireneo.server.indexer")
 _LOCK = "hashtextextended('ireneo-index:' || %s, 0)"
 DUE = (
     f"SELECT user_id FROM {SCHEMA}.index_jobs "
-    "WHERE requested_at <= now() - make_interval(secs => %s) ORDER BY requested_at LIMIT %s"
+    "WHERE requested_at <= now() - make_interval(secs => %s) AND user_id <> ALL(%s) "
+    "ORDER BY requested_at LIMIT %s"
 )
+ELSEWHERE_SECONDS = 1.0  # how long a job found held by another replica is passed over
 
 
 class SharedIndexer:
@@ -68,6 +71,7 @@ class SharedIndexer:
         self._poller: asyncio.Task | None = None
         self._running: set[asyncio.Task] = set()
         self._keys_running: Counter[str] = Counter()
+        self._elsewhere: dict[str, float] = {}  # jobs another replica held: when found so
         self._stopping = False
         self.runs: Counter[str] = Counter()
         self.failures: Counter[str] = Counter()
@@ -134,8 +138,14 @@ class SharedIndexer:
                 await asyncio.wait_for(self._wake.wait(), timeout=self.poll)
             self._wake.clear()
             free = self.concurrency - self.busy()
+            now = time.monotonic()
+            self._elsewhere = {
+                key: at for key, at in self._elsewhere.items() if now - at < ELSEWHERE_SECONDS
+            }
             try:  # asked even with no free slot: whether a run here should let others go first
-                due = await asyncio.to_thread(self._due, self.concurrency + self.busy())
+                due = await asyncio.to_thread(
+                    self._due, self.concurrency + self.busy(), list(self._elsewhere)
+                )
             except Exception as exc:  # the database is away: try again at the next poll
                 log_event(log, "index_poll", level=logging.ERROR, error=type(exc).__name__)
                 continue
@@ -159,8 +169,11 @@ class SharedIndexer:
         level = logging.INFO
         try:
             done = await on(self._threads, self._run_locked, key, held)
-            if done is None:
+            if done is None:  # another replica runs it: look past it at once
                 self.skipped += 1
+                self._elsewhere[key] = time.monotonic()
+                if self._wake is not None:
+                    self._wake.set()
                 return
             self.runs[key] += 1
             fields.update(passages=done, outcome="ok")
@@ -238,9 +251,9 @@ class SharedIndexer:
         progress = Slice(self.slice_seconds, lambda: self._others_due > 0, lambda: self._stopping)
         return self.registry.embed_pending(key, progress)
 
-    def _due(self, limit: int) -> list[str]:
+    def _due(self, limit: int, elsewhere: list[str]) -> list[str]:
         with self.pool.connection() as conn:
-            rows = conn.execute(DUE, (self.debounce, max(1, limit))).fetchall()
+            rows = conn.execute(DUE, (self.debounce, elsewhere, max(1, limit))).fetchall()
         return [key for (key,) in rows]
 
     def _queued(self) -> int:
