@@ -1,8 +1,12 @@
 """A query made only of identifiers the memory holds is answered by keywords alone: the vector
 of "MT-4471" means nothing, and computing and scanning it cost most of a recall."""
 
+import subprocess
+import sys
+
 import pytest
 
+from ireneo import Memory
 from ireneo.analyze import identifiers_only
 from tests.conftest import conversation
 
@@ -81,3 +85,27 @@ def test_a_query_with_words_or_an_unknown_identifier_is_embedded(tickets) -> Non
     tickets.recall("MT-9999", k=3)  # nowhere in the memory: its meaning side still looks
     tickets.recall("MT-4471 MT-9999", k=3)  # one of them is not held
     assert asked == ["MT-4471 breaker", "MT-9999", "MT-4471 MT-9999"]
+
+
+def test_identifiers_the_memory_holds_wake_no_other_thread(tmp_path) -> None:
+    """Keywords alone answer them on the caller's thread: no thread of the query pool starts
+    to embed nothing (a hand-off costs two context switches a recall, docs/reliability.md).
+    A query in words does start one, to embed it beside the keyword side."""
+    chats = tmp_path / "chats"
+    conversation(chats, "ticket", ["The mixer trips its breaker.", "I opened MT-4471 for it."])
+    with Memory(tmp_path / "memory") as memory:
+        memory.index([chats])
+    script = (
+        "import sys, threading\n"
+        "from ireneo import Memory\n"
+        "with Memory(sys.argv[1]) as memory:\n"
+        "    assert memory.recall(sys.argv[2], k=3)\n"
+        "print(sorted(t.name for t in threading.enumerate()))\n"
+    )
+
+    def threads(query: str) -> str:
+        run = [sys.executable, "-c", script, str(tmp_path / "memory"), query]
+        return subprocess.run(run, capture_output=True, text=True, check=True).stdout
+
+    assert "ireneo-query" not in threads("MT-4471")
+    assert "ireneo-query" in threads("what trips the mixer's breaker?")

@@ -212,8 +212,11 @@ def window_scores(
     # The query's vector is computed, and the dense candidates found, on another core while
     # the keyword candidates are found and their neighbourhoods counted here (onnxruntime
     # releases the GIL): the embedding takes ~3 ms, this side ~2. In a fresh process the model
-    # loads there (~0.1 s) while both copies are read here, so that it then only scans.
-    dense = pool("query").submit(_dense_seeds, store, embed_query, query, filters, fusion)
+    # loads there (~0.1 s) while both copies are read here, so that it then only scans. With
+    # nothing to embed, no thread is woken (a hand-off costs two context switches).
+    dense = None
+    if embed_query is not None:
+        dense = pool("query").submit(_dense_seeds, store, embed_query, query, filters, fusion)
     # the statistics before the copies: PostgreSQL reads the copies' counters with them
     if stats is None:
         stats = store.term_stats(words) if words else TermStats(0, 0.0, {})
@@ -251,7 +254,7 @@ def window_scores(
         seeds = np.unique(np.concatenate([seeds, *holding]))
     near = layout.visible(layout.near(seeds, 2 * radius), filters)
     counts = _counts(layout, near, lexical)
-    vector, dense_found, median = dense.result()
+    vector, dense_found, median = dense.result() if dense else (None, [], math.nan)
     unnamed = vector
     if unnamed_job is not None:
         unnamed, dense_found = unnamed_job.result()
@@ -326,15 +329,12 @@ def keyword_candidates(
 
 def _dense_seeds(
     store: Store,
-    embed_query: Callable[[str], np.ndarray] | None,
+    embed_query: Callable[[str], np.ndarray],
     query: str,
     filters: Filters,
     fusion: Fusion,
-) -> tuple[np.ndarray | None, list[int], float]:
-    """The query's vector, the passages nearest to it, and its median cosine over the memory
-    (none, none and nan without an embedder)."""
-    if embed_query is None:
-        return None, [], math.nan
+) -> tuple[np.ndarray, list[int], float]:
+    """The query's vector, the passages nearest to it, and its median cosine over the memory."""
     vector, found = _nearest(store, embed_query, query, filters, fusion)
     return vector, found, store.dense_median(vector)
 
