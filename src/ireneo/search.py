@@ -254,7 +254,7 @@ def window_scores(
         seeds = np.unique(np.concatenate([seeds, *holding]))
     near = layout.visible(layout.near(seeds, 2 * radius), filters)
     counts = _counts(layout, near, lexical)
-    vector, dense_found, median = dense.result() if dense else (None, [], math.nan)
+    vector, dense_found, median = (None, [], math.nan) if dense is None else dense.result()
     unnamed = vector
     if unnamed_job is not None:
         unnamed, dense_found = unnamed_job.result()
