@@ -185,7 +185,10 @@ def test_a_record_past_the_queue_bound_is_dropped_with_a_warning(tmp_path, caplo
             queue.note(memory, [("c-1", seq) for seq in range(MAX_QUEUED_TURNS + 1)])
             queue.note(memory, [("c-1", 1)])
             assert queue.wait_idle(10)
-        assert [record.msg for record in caplog.records] == ["returned_not_recorded"]
+        # ireneo's records only: a task another test left behind may be collected meanwhile,
+        # and asyncio logs its unretrieved exception here too
+        ours = [record.msg for record in caplog.records if record.name.startswith("ireneo")]
+        assert ours == ["returned_not_recorded"]
     finally:
         memory.close()
 
