@@ -79,6 +79,27 @@ def test_identifiers_the_memory_holds_are_found_without_a_vector(tickets) -> Non
     assert asked == []
 
 
+def test_identifiers_are_answered_where_they_are_written(memory, tmp_path) -> None:
+    """A query of identifiers asks where they were written: a conversation that writes MT-4471,
+    whole or with a space ("MT 4471"), answers it; one that only shares a part of it (another
+    MT ticket, 4471 litres, both apart) does not fill the rest of the answer."""
+    for session, text in [
+        ("ticket", "I opened ticket MT-4471 for the mixer; maintenance comes on Tuesday."),
+        ("spaced", "Maintenance closed MT 4471 on Friday, the breaker is fine now."),
+        ("other", "Ticket MT-5120 covers the bearing of the mixer in building two."),
+        ("litres", "The line used 4471 litres of water last month."),
+        ("apart", "MT-5200 is the mixer's new seal; the tank holds 4471 litres."),
+        ("lunch", "Where shall we eat today? The noodle place."),
+    ]:
+        conversation(tmp_path, session, [text, "Thanks, noted."])
+    memory.index([tmp_path])
+    for query in ("MT-4471", "mt4471", "MT-4471?"):
+        assert sorted(hit.session_id for hit in memory.recall(query, k=4)) == ["spaced", "ticket"]
+    # both identifiers held: a conversation that writes either answers
+    found = {hit.session_id for hit in memory.recall("MT-4471 MT-5120", k=4)}
+    assert found == {"ticket", "spaced", "other"}
+
+
 def test_a_query_with_words_or_an_unknown_identifier_is_embedded(tickets) -> None:
     asked = embedded_queries(tickets)
     assert tickets.recall("MT-4471 breaker", k=3)[0].session_id == "ticket"

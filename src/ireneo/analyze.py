@@ -144,6 +144,16 @@ def identifiers_only(text: str) -> list[str]:
     return joined
 
 
+def identifier_parts(text: str) -> list[list[str]]:
+    """The parts of each identifier a text names, as `terms` reads them ("MT-4471-B" gives
+    "mt", "4471", "b"): a passage that writes "MT 4471" holds the identifier without its
+    joined term, one that writes "MT-5120" only shares a part of it."""
+    return [
+        [term for part in match.groups() if part for term in terms(part)]
+        for match in _IDENTIFIER.finditer(text)
+    ]
+
+
 # A word or a sentence end, for finding names: apostrophes and hyphens stay inside a word.
 _WORD_OR_STOP = re.compile(r"[^\W_](?:[\w'’-]*[^\W_])?|[.!?]")
 _WORDS_AND_GAPS = re.compile(f"({_WORD_OR_STOP.pattern})")  # split: gap, word, gap, …

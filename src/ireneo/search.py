@@ -56,6 +56,7 @@ import numpy as np
 from ireneo import periods, relevance
 from ireneo.analyze import (
     Hangul,
+    identifier_parts,
     identifiers_only,
     names,
     query_terms,
@@ -202,13 +203,17 @@ def window_scores(
     if not content.any():
         return {}  # "what is the", "?!": no content, no search
     stats = None
+    identifiers: list[str] = []  # if any, a window shown writes one of them (_writing)
     if embed_query is not None and (joined := identifiers_only(query)):
         # "MT-4471": where the memory holds every identifier asked, keywords alone answer; the
         # vector of a string of letters and digits means nothing, and finding its nearest
-        # passages costs most of a recall (docs/ranking.md, "A query made of identifiers")
+        # passages costs most of a recall. The windows shown are those that write one of the
+        # identifiers, not those that share a part of one ("MT-5120").
+        # (docs/ranking.md, "A query made of identifiers")
         stats = store.term_stats(words)
         if all(stats.document_frequency.get(term) for term in joined):
             embed_query = None
+            identifiers = joined
     # The query's vector is computed, and the dense candidates found, on another core while
     # the keyword candidates are found and their neighbourhoods counted here (onnxruntime
     # releases the GIL): the embedding takes ~3 ms, this side ~2. In a fresh process the model
@@ -282,7 +287,8 @@ def window_scores(
     centres = _centres(turns, radius)
     if fusion.speakers:
         _add_speakers(turns, layout, lexical, hangul)
-    keys, window, own = _fuse_windows(turns, centres, radius, stats, lexical, fusion, median)
+    held = _writing(layout, lexical, identifiers, identifier_parts(query)) if identifiers else []
+    keys, window, own = _fuse_windows(turns, centres, radius, stats, lexical, fusion, median, held)
     if times and len(keys):
         spoken = turns.ts[np.searchsorted(turns.keys, keys)]
         window = window + fusion.time_weight * _in_times(spoken, times)
@@ -419,6 +425,15 @@ class LexicalQuery:
             relevance.unread(query, fusion.lift),
         )
 
+    def columns_of(self, term_ids: list[int]) -> list[int] | None:
+        """The columns counting these term or pair ids; None unless the query counts them all."""
+        if not len(self.term_ids):
+            return None
+        slots = np.minimum(np.searchsorted(self.term_ids, term_ids), len(self.term_ids) - 1)
+        if not np.array_equal(self.term_ids[slots], term_ids):
+            return None
+        return self.columns[slots].tolist()
+
     @property
     def content_weights(self) -> np.ndarray:
         """Per term: its IDF if it carries content, else 0."""
@@ -445,6 +460,21 @@ class LexicalQuery:
 
 
 _PAIR = 2**31  # a pair's id: (first + 1) * _PAIR + second, above every term id
+
+
+def _writing(
+    layout: PassageLayout, lexical: LexicalQuery, joined: list[str], parts: list[list[str]]
+) -> list[list[int]]:
+    """What tells that a window writes one of the identifiers asked, as groups of the query's
+    columns (a window must hold every column of one group): each identifier's joined term
+    ("mt4471"), or its parts side by side as pairs ("MT 4471"). A window holding a part alone
+    ("MT-5120") or parts apart ("K-640 ... 194") does not write it."""
+    groups = [[term_id] for term_id in layout.term_ids(joined)]
+    for terms_of_one in parts:
+        ids = layout.term_ids(terms_of_one)
+        if len(ids) > 1 and min(ids) >= 0:
+            groups.append([_pair_id(first, second) for first, second in pairwise(ids)])
+    return [columns for group in groups if (columns := lexical.columns_of(group)) is not None]
 
 
 def _pair_id(first: int, second: int) -> int:
@@ -743,8 +773,11 @@ def _fuse_windows(
     lexical: LexicalQuery,
     fusion: Fusion,
     median: float,
+    held: list[list[int]] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The windows kept, as their centres' turn keys, with their scores and their centres'."""
+    """The windows kept, as their centres' turn keys, with their scores and their centres'.
+    `held`: groups of the query's term columns; if any, a window is kept only where it holds
+    every term of one group (window_scores: a query of identifiers)."""
     if not len(centres):
         return centres, np.zeros(0), np.zeros(0)
     weights = lexical.weights
@@ -762,6 +795,11 @@ def _fuse_windows(
     # A window holds each of the query's terms or not: in a conversation a repeated word is
     # mostly an echo ("Got it: MT-8305 for P-253"), not more evidence (docs/ranking.md).
     window_counts = np.minimum(counts[members].sum(axis=1), 1)
+    if held:
+        holds = np.any([window_counts[:, group].all(axis=1) for group in held], axis=0)
+        centres, members, window_counts = centres[holds], members[holds], window_counts[holds]
+        if not len(centres):
+            return centres, np.zeros(0), np.zeros(0)
     window_length = lengths[members].sum(axis=1)
     window_cosine = np.fmax.reduce(cosines[members], axis=1)  # nan only where none is embedded
     window_asked = window_cosine if asked is cosines else np.fmax.reduce(asked[members], axis=1)
