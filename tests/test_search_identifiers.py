@@ -8,6 +8,8 @@ import pytest
 
 from ireneo import Memory
 from ireneo.analyze import identifiers_only
+from ireneo.search import _holding
+from ireneo.store import TermStats
 from tests.conftest import conversation
 
 
@@ -98,6 +100,14 @@ def test_identifiers_are_answered_where_they_are_written(memory, tmp_path) -> No
     # both identifiers held: a conversation that writes either answers
     found = {hit.session_id for hit in memory.recall("MT-4471 MT-5120", k=4)}
     assert found == {"ticket", "spaced", "other"}
+
+
+def test_the_candidates_of_identifiers_come_from_their_rarest_terms() -> None:
+    """Every ticket shares "mt": its passages would all be counted, then none shown. The
+    joined term and each identifier's rarest part find every window that writes one."""
+    stats = TermStats(1000, 20.0, {"mt": 400, "4471": 3, "mt4471": 2, "k": 90, "2": 300})
+    asked = _holding(["mt4471", "k2"], [["mt", "4471"], ["k", "2"]], stats)
+    assert asked == ["mt4471", "k2", "4471", "k"]
 
 
 def test_a_query_with_words_or_an_unknown_identifier_is_embedded(tickets) -> None:

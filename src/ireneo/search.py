@@ -4,7 +4,8 @@
    mentions (an identifier, "Carrow Depot 8"), and the passages nearest to the query vector
    (exact cosine), all from the store's copies in RAM (store/layout.py, store/vectors.py).
    A query made only of identifiers the memory holds ("MT-4471") has no meaning to embed:
-   its candidates are the keyword ones alone.
+   its candidates are the passages that hold one of them, and only the windows that write one
+   are shown.
 2. Windows: a hit is shown as a turn with its neighbours (seq ± radius), so that is what gets
    scored. Every turn near a candidate becomes a possible centre; its window's BM25 is computed
    here from the store's term statistics, counting each term the window holds once, and its
@@ -204,6 +205,7 @@ def window_scores(
         return {}  # "what is the", "?!": no content, no search
     stats = None
     identifiers: list[str] = []  # if any, a window shown writes one of them (_writing)
+    parts: list[list[str]] = []  # each identifier's parts (analyze.identifier_parts)
     if embed_query is not None and (joined := identifiers_only(query)):
         # "MT-4471": where the memory holds every identifier asked, keywords alone answer; the
         # vector of a string of letters and digits means nothing, and finding its nearest
@@ -213,7 +215,7 @@ def window_scores(
         stats = store.term_stats(words)
         if all(stats.document_frequency.get(term) for term in joined):
             embed_query = None
-            identifiers = joined
+            identifiers, parts = joined, identifier_parts(query)
     # The query's vector is computed, and the dense candidates found, on another core while
     # the keyword candidates are found and their neighbourhoods counted here (onnxruntime
     # releases the GIL): the embedding takes ~3 ms, this side ~2. In a fresh process the model
@@ -236,7 +238,7 @@ def window_scores(
             _nearest, store, embed_query, unnamed_text, filters, fusion
         )
     sequence = terms(query, hangul)  # in order, with repeats: for pairs and names
-    rarer = selective(words, stats)
+    rarer = _holding(identifiers, parts, stats) if identifiers else selective(words, stats)
     seeds = keyword_candidates(layout, stats, rarer, fusion.candidates, filters)
     times = periods.periods(query) if fusion.time_weight else []
     for start, end in times:  # the best passages of each time the query names
@@ -287,7 +289,7 @@ def window_scores(
     centres = _centres(turns, radius)
     if fusion.speakers:
         _add_speakers(turns, layout, lexical, hangul)
-    held = _writing(layout, lexical, identifiers, identifier_parts(query)) if identifiers else []
+    held = _writing(layout, lexical, identifiers, parts) if identifiers else []
     keys, window, own = _fuse_windows(turns, centres, radius, stats, lexical, fusion, median, held)
     if times and len(keys):
         spoken = turns.ts[np.searchsorted(turns.keys, keys)]
@@ -460,6 +462,15 @@ class LexicalQuery:
 
 
 _PAIR = 2**31  # a pair's id: (first + 1) * _PAIR + second, above every term id
+
+
+def _holding(joined: list[str], parts: list[list[str]], stats: TermStats) -> list[str]:
+    """The terms whose passages are the candidates of a query of identifiers: a window that
+    writes one (`_writing`) holds its joined term or all of its parts, so the rarest part is
+    enough; the shared prefix of a user's tickets ("MT") would bring every ticket to count."""
+    df = stats.document_frequency
+    rarest = [min(terms, key=lambda term: df.get(term) or math.inf) for terms in parts if terms]
+    return list(dict.fromkeys(joined + rarest))
 
 
 def _writing(
