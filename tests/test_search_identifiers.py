@@ -8,7 +8,7 @@ import pytest
 
 from ireneo import Memory
 from ireneo.analyze import identifiers_only
-from ireneo.search import _holding
+from ireneo.search import _seed_terms
 from ireneo.store import TermStats
 from tests.conftest import conversation
 
@@ -106,7 +106,7 @@ def test_the_candidates_of_identifiers_come_from_their_rarest_terms() -> None:
     """Every ticket shares "mt": its passages would all be counted, then none shown. The
     joined term and each identifier's rarest part find every window that writes one."""
     stats = TermStats(1000, 20.0, {"mt": 400, "4471": 3, "mt4471": 2, "k": 90, "2": 300})
-    asked = _holding(["mt4471", "k2"], [["mt", "4471"], ["k", "2"]], stats)
+    asked = _seed_terms(["mt4471", "k2"], [["mt", "4471"], ["k", "2"]], stats)
     assert asked == ["mt4471", "k2", "4471", "k"]
 
 

@@ -238,7 +238,7 @@ def window_scores(
             _nearest, store, embed_query, unnamed_text, filters, fusion
         )
     sequence = terms(query, hangul)  # in order, with repeats: for pairs and names
-    rarer = _holding(identifiers, parts, stats) if identifiers else selective(words, stats)
+    rarer = _seed_terms(identifiers, parts, stats) if identifiers else selective(words, stats)
     seeds = keyword_candidates(layout, stats, rarer, fusion.candidates, filters)
     times = periods.periods(query) if fusion.time_weight else []
     for start, end in times:  # the best passages of each time the query names
@@ -464,12 +464,12 @@ class LexicalQuery:
 _PAIR = 2**31  # a pair's id: (first + 1) * _PAIR + second, above every term id
 
 
-def _holding(joined: list[str], parts: list[list[str]], stats: TermStats) -> list[str]:
+def _seed_terms(joined: list[str], parts: list[list[str]], stats: TermStats) -> list[str]:
     """The terms whose passages are the candidates of a query of identifiers: a window that
     writes one (`_writing`) holds its joined term or all of its parts, so the rarest part is
     enough; the shared prefix of a user's tickets ("MT") would bring every ticket to count."""
     df = stats.document_frequency
-    rarest = [min(terms, key=lambda term: df.get(term) or math.inf) for terms in parts if terms]
+    rarest = [min(one, key=lambda term: df.get(term) or math.inf) for one in parts if one]
     return list(dict.fromkeys(joined + rarest))
 
 
