@@ -55,3 +55,29 @@ def test_two_processes_open_a_new_file_at_once(kind, tmp_path):
         finally:
             store.close()
         assert versions == list(range(1, len(versions) + 1)) and versions
+
+
+def test_a_write_that_finds_the_file_locked_leaves_the_memory_usable(tmp_path):
+    """Another process (here a second connection) holds the file's write lock past the busy
+    timeout: the write fails with "database is locked", and the store's own lock is free again,
+    so the memory's other threads still read and write. Before, the failed BEGIN kept that lock
+    for good and every other thread of the worker waited on it for ever."""
+    import sqlite3
+    import threading
+
+    store = SQLiteStore(tmp_path)
+    store._db.execute("PRAGMA busy_timeout=50")  # the real 10 s, shortened for the test
+    other = sqlite3.connect(tmp_path / "memory.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        store.add_meta("probe", "first")
+    other.execute("ROLLBACK")
+    other.close()
+    done = []
+    writer = threading.Thread(
+        target=lambda: done.append(store.add_meta("probe", "second")), daemon=True
+    )
+    writer.start()
+    writer.join(timeout=10)
+    assert done == ["second"], "another thread could not take the store's lock"
+    store.close()

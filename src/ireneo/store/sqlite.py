@@ -1084,7 +1084,14 @@ class _Transaction:
 
     def __enter__(self) -> sqlite3.Connection:
         self.lock.acquire()
-        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            # "database is locked": another process kept the file's write lock past the busy
+            # timeout. `__exit__` will not run, so the lock is given back here, or every other
+            # thread of this process would wait on the memory for ever (docs/reliability.md).
+            self.lock.release()
+            raise
         return self.db
 
     def __exit__(self, exc_type, exc, tb) -> None:
