@@ -431,10 +431,13 @@ class LexicalQuery:
         """The columns counting these term or pair ids; None unless the query counts them all."""
         if not len(self.term_ids):
             return None
-        slots = np.minimum(np.searchsorted(self.term_ids, term_ids), len(self.term_ids) - 1)
-        if not np.array_equal(self.term_ids[slots], term_ids):
-            return None
-        return self.columns[slots].tolist()
+        slot, counted = self._slots(np.asarray(term_ids, dtype=np.int64))
+        return self.columns[slot].tolist() if counted.all() else None
+
+    def _slots(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where each id would sit in `term_ids` (not empty), and whether it is there."""
+        slot = np.minimum(np.searchsorted(self.term_ids, ids), len(self.term_ids) - 1)
+        return slot, self.term_ids[slot] == ids
 
     @property
     def content_weights(self) -> np.ndarray:
@@ -456,8 +459,7 @@ class LexicalQuery:
         pairs = np.flatnonzero(followed[:-1] & asked[:-1] & asked[1:])
         where = np.concatenate([words, pairs])
         ids = np.concatenate([tokens[words], (tokens[pairs] + 1) * _PAIR + tokens[pairs + 1]])
-        slot = np.minimum(np.searchsorted(self.term_ids, ids), len(self.term_ids) - 1)
-        hit = self.term_ids[slot] == ids
+        slot, hit = self._slots(ids)
         return where[hit], self.columns[slot[hit]]
 
 
