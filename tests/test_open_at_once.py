@@ -5,7 +5,9 @@ runs a migration the other applied. Real processes (forked), real files."""
 from __future__ import annotations
 
 import multiprocessing
+import sqlite3
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -62,9 +64,6 @@ def test_a_write_that_finds_the_file_locked_leaves_the_memory_usable(tmp_path):
     timeout: the write fails with "database is locked", and the store's own lock is free again,
     so the memory's other threads still read and write. Before, the failed BEGIN kept that lock
     for good and every other thread of the worker waited on it for ever."""
-    import sqlite3
-    import threading
-
     store = SQLiteStore(tmp_path)
     store._db.execute("PRAGMA busy_timeout=50")  # the real 10 s, shortened for the test
     other = sqlite3.connect(tmp_path / "memory.db", isolation_level=None)
